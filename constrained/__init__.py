@@ -1,0 +1,24 @@
+"""Grammar-constrained decoding for MLX: the output provably follows a regular
+expression (and, later, a grammar or a JSON Schema)."""
+
+from . import models
+from .constraint import Constraint, choice, regex
+from .errors import ConstrainedError
+from .generate import generate, stream_generate
+from .matcher import Matcher
+from .processor import LogitsProcessor
+from .vocab import Vocabulary, vocabulary
+
+__all__ = [
+    "Constraint",
+    "ConstrainedError",
+    "LogitsProcessor",
+    "Matcher",
+    "Vocabulary",
+    "choice",
+    "generate",
+    "models",
+    "regex",
+    "stream_generate",
+    "vocabulary",
+]

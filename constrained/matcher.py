@@ -1,0 +1,94 @@
+"""A matcher follows one sequence through a constraint: which tokens may come
+next, advancing by the token chosen, EOS only once the output is complete, and
+rollback for speculative decoding."""
+
+import numpy as np
+
+from .errors import ConstrainedError
+from .index import FINISHED, TokenIndex
+
+
+class Matcher:
+    """One sequence's position in a constraint (a DFA over a vocabulary)."""
+
+    def __init__(self, index: TokenIndex):
+        self.index = index
+        self.vocab = index.vocab
+        self._states = [index.dfa.start]
+        self._tokens: list[int] = []
+
+    @property
+    def position(self) -> int:
+        """How many tokens have been consumed."""
+        return len(self._tokens)
+
+    @property
+    def state(self) -> int:
+        return self._states[-1]
+
+    def is_finished(self) -> bool:
+        """Whether EOS has been consumed."""
+        return self.state == FINISHED
+
+    def is_accepting(self) -> bool:
+        """Whether the output so far is complete, so that EOS may come now."""
+        return self.is_finished() or bool(self.index.dfa.accepting[self.state])
+
+    def allowed(self) -> np.ndarray:
+        """Boolean mask over the vocabulary of the tokens allowed next."""
+        return self.index.allowed(self.state)
+
+    def mask(self) -> np.ndarray:
+        """The tokens allowed next as packed bits (see TokenIndex.mask)."""
+        return self.index.mask(self.state)
+
+    def is_allowed(self, token: int) -> bool:
+        return bool(self.allowed()[self.vocab.check_token(token)])
+
+    def advance(self, token: int) -> None:
+        """Consume ``token``; a token the constraint does not allow raises ConstrainedError."""
+        token = self.vocab.check_token(token)
+        state = self.state
+        if token in self.vocab.eos_ids:
+            if state != FINISHED and not self.index.dfa.accepting[state]:
+                raise ConstrainedError(f"EOS (token {token}) is not allowed after {self.text()!r}: the output is not complete")
+            next_state = FINISHED
+        elif state == FINISHED:
+            raise ConstrainedError(f"cannot advance by token {token} after EOS: the output is complete")
+        else:
+            next_state = self.index.next_state(state, token)
+            if next_state < 0:
+                raise ConstrainedError(f"token {token} ({self.vocab.tokens[token]!r}) is not allowed after {self.text()!r}")
+        self._states.append(next_state)
+        self._tokens.append(token)
+
+    def accepts(self, tokens) -> bool:
+        """Whether ``tokens`` can all be consumed from here; the matcher is left as it was."""
+        start = self.position
+        try:
+            for t in tokens:
+                self.advance(t)
+            return True
+        except ConstrainedError:
+            return False
+        finally:
+            self.rollback(self.position - start)
+
+    def rollback(self, n: int = 1) -> None:
+        """Forget the last ``n`` tokens."""
+        if not 0 <= n <= self.position:
+            raise ConstrainedError(f"cannot roll back {n} tokens: {self.position} have been consumed")
+        if n:
+            del self._states[-n:]
+            del self._tokens[-n:]
+
+    def reset(self) -> None:
+        self.rollback(self.position)
+
+    def forced(self) -> bytes:
+        """The bytes that must come next whatever is chosen (empty when there is a choice)."""
+        return b"" if self.is_finished() else self.index.dfa.forced(self.state)
+
+    def text(self) -> str:
+        """The output consumed so far, decoded."""
+        return b"".join(self.vocab.tokens[t] for t in self._tokens).decode(errors="replace")

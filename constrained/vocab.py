@@ -1,0 +1,296 @@
+"""The vocabulary: the exact bytes of every token id, and its byte trie.
+
+Token bytes come from the tokenizer's own description (``tokenizer.json``), not
+from ``decode([id])``, which loses tokens holding part of a UTF-8 character and
+SentencePiece's leading space. Special tokens get no bytes, so grammar text can
+never produce them.
+"""
+
+import hashlib
+import json
+import os
+import re
+import weakref
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ConstrainedError
+from .models import cache_dir
+
+_BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+def _gpt2_byte_decoder() -> dict[str, int]:
+    """GPT-2's byte-level alphabet: printable bytes stand for themselves, the
+    others are shifted to code points from 256 on."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    chars, n = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[chr(b)] = b
+        else:
+            chars[chr(256 + n)] = b
+            n += 1
+    return chars
+
+
+_BYTE_DECODER = _gpt2_byte_decoder()
+
+
+@dataclass(eq=False)
+class Vocabulary:
+    """Token ids and their bytes.
+
+    ``tokens[i]`` is the text token ``i`` stands for, as bytes; ``b""`` for special
+    and unused ids, which grammar text never matches. ``eos_ids`` end a generation.
+    """
+
+    tokens: list[bytes]
+    eos_ids: frozenset[int]
+
+    def __post_init__(self):
+        if not self.tokens:
+            raise ConstrainedError("the vocabulary is empty")
+        bad = [i for i in self.eos_ids if not 0 <= i < len(self.tokens)]
+        if bad:
+            raise ConstrainedError(f"EOS ids {bad} are outside the vocabulary of {len(self.tokens)} tokens")
+
+    @property
+    def size(self) -> int:
+        return len(self.tokens)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        h = hashlib.sha256()
+        for t in self.tokens:
+            h.update(len(t).to_bytes(4, "little"))
+            h.update(t)
+        h.update(repr(sorted(self.eos_ids)).encode())
+        return h.hexdigest()[:32]
+
+    @cached_property
+    def spells_every_byte(self) -> bool:
+        """Whether each of the 256 bytes is a token of its own."""
+        trie = self.trie
+        ends = trie.token_node[(trie.token_node >= 0) & (trie.token_node < trie.level_start[1])]
+        return len(np.unique(ends)) == 256
+
+    @cached_property
+    def trie(self) -> "Trie":
+        return Trie.cached(self)
+
+    def check_token(self, token: int) -> int:
+        if not isinstance(token, (int, np.integer)) or isinstance(token, bool):
+            raise ConstrainedError(f"token ids are integers, got {token!r}")
+        if not 0 <= token < self.size:
+            raise ConstrainedError(f"token id {token} is outside the vocabulary (0..{self.size - 1})")
+        return int(token)
+
+
+@dataclass(eq=False)
+class Trie:
+    """The vocabulary's distinct byte strings as a trie, nodes in breadth-first order.
+
+    Node ``n`` (depth >= 1) extends ``parent[n]`` (-1 for the root) by ``byte[n]``;
+    the children of a node are contiguous, ``child_start[n]:child_start[n + 1]``;
+    the root's children are the nodes of depth 1, ``level_start[0]:level_start[1]``.
+    ``token_node[t]`` is the node spelling token ``t``, -1 for tokens without bytes.
+    """
+
+    parent: np.ndarray
+    byte: np.ndarray
+    child_start: np.ndarray
+    level_start: np.ndarray
+    token_node: np.ndarray
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.parent)
+
+    @classmethod
+    def build(cls, tokens: list[bytes]) -> "Trie":
+        strings = sorted({t for t in tokens if t})
+        lengths = np.fromiter(map(len, strings), dtype=np.int64, count=len(strings))
+        width = int(lengths.max())
+        padded = np.zeros((len(strings), width), dtype=np.uint8)
+        flat = np.frombuffer(b"".join(strings), dtype=np.uint8)
+        rows = np.repeat(np.arange(len(strings)), lengths)
+        starts = np.cumsum(lengths) - lengths
+        padded[rows, np.arange(len(flat)) - np.repeat(starts, lengths)] = flat
+
+        # Sorted strings list the trie in depth-first order: string i adds the nodes
+        # for its prefixes longer than the prefix it shares with string i - 1.
+        differs = padded[1:] != padded[:-1]
+        first_diff = np.where(differs.any(axis=1), differs.argmax(axis=1), width)
+        shared = np.concatenate([[0], np.minimum(first_diff, np.minimum(lengths[1:], lengths[:-1]))])
+        new_counts = lengths - shared
+        owner = np.repeat(np.arange(len(strings)), new_counts)
+        depth = np.arange(new_counts.sum()) - np.repeat(np.cumsum(new_counts) - new_counts, new_counts)
+        depth += np.repeat(shared, new_counts)  # 0-based: node at depth d spells d + 1 bytes
+        node_byte = padded[owner, depth]
+
+        # Parent in depth-first order: the last node one level up that comes before.
+        n = len(depth)
+        dfs_parent = np.full(n, -1, dtype=np.int64)
+        order = np.argsort(depth, kind="stable")
+        level_bounds = np.searchsorted(depth[order], np.arange(width + 1))
+        for d in range(1, width):
+            above = order[level_bounds[d - 1]:level_bounds[d]]
+            here = order[level_bounds[d]:level_bounds[d + 1]]
+            dfs_parent[here] = above[np.searchsorted(above, here) - 1]
+
+        # Renumber breadth-first: by depth, then by parent's new number, then byte.
+        bfs_of_dfs = np.empty(n, dtype=np.int64)
+        new_parent = np.full(n, -1, dtype=np.int64)
+        done = 0
+        for d in range(width):
+            here = order[level_bounds[d]:level_bounds[d + 1]]
+            parents = bfs_of_dfs[dfs_parent[here]] if d else np.full(len(here), -1)
+            sort = np.lexsort((node_byte[here], parents))
+            bfs_of_dfs[here[sort]] = np.arange(done, done + len(here))
+            new_parent[done:done + len(here)] = parents[sort]
+            done += len(here)
+        bfs_byte = np.empty(n, dtype=np.uint8)
+        bfs_byte[bfs_of_dfs] = node_byte
+
+        last_node = np.cumsum(new_counts) - 1  # each string's own last node
+        string_node = bfs_of_dfs[last_node]
+        index_of = {s: i for i, s in enumerate(strings)}
+        token_node = np.array([string_node[index_of[t]] if t else -1 for t in tokens], dtype=np.int32)
+        child_start = np.searchsorted(new_parent, np.arange(n + 1)).astype(np.int32)
+        return cls(new_parent.astype(np.int32), bfs_byte, child_start, level_bounds.astype(np.int32), token_node)
+
+    @classmethod
+    def cached(cls, vocab: Vocabulary) -> "Trie":
+        path = cache_dir() / "vocab" / f"{vocab.fingerprint}.npz"
+        try:
+            with np.load(path) as data:
+                return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+        except (OSError, KeyError, ValueError):
+            pass
+        trie = cls.build(vocab.tokens)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
+        np.savez(tmp, **{k: getattr(trie, k) for k in cls.__dataclass_fields__})
+        os.replace(tmp, path)
+        return trie
+
+
+_vocabularies: "weakref.WeakKeyDictionary[object, Vocabulary]" = weakref.WeakKeyDictionary()
+
+
+def vocabulary(tokenizer, eos_ids=()) -> Vocabulary:
+    """The Vocabulary of an mlx-lm TokenizerWrapper, a transformers fast tokenizer,
+    a ``tokenizers.Tokenizer``, a path to a ``tokenizer.json``, or a Vocabulary.
+
+    EOS ids are the union of the tokenizer's, those mlx-lm took from the model
+    and generation configs (a TokenizerWrapper's ``eos_token_ids``), and ``eos_ids``.
+    """
+    if isinstance(tokenizer, Vocabulary):
+        return tokenizer if not eos_ids else Vocabulary(tokenizer.tokens, tokenizer.eos_ids | set(eos_ids))
+    if isinstance(tokenizer, (str, Path)):
+        from tokenizers import Tokenizer
+
+        try:
+            tokenizer = Tokenizer.from_file(str(tokenizer))
+        except Exception as e:
+            raise ConstrainedError(f"cannot read tokenizer file {tokenizer}: {e}") from None
+    try:
+        known = _vocabularies.get(tokenizer)
+    except TypeError:  # not weakly referenceable
+        known = None
+    if known is None:
+        backend, eos = _backend_and_eos(tokenizer)
+        known = Vocabulary(_token_bytes(backend), frozenset(eos))
+        try:
+            _vocabularies[tokenizer] = known
+        except TypeError:
+            pass
+    if eos_ids:
+        return Vocabulary(known.tokens, known.eos_ids | {int(e) for e in eos_ids})
+    return known
+
+
+def _backend_and_eos(tokenizer):
+    """The ``tokenizers.Tokenizer`` behind ``tokenizer`` and the EOS ids it declares."""
+    eos = set()
+    for name in ("eos_token_ids", "eos_token_id"):
+        value = getattr(tokenizer, name, None)
+        if isinstance(value, int):
+            eos.add(value)
+        elif value is not None:
+            eos.update(int(v) for v in value)
+    if hasattr(tokenizer, "get_added_tokens_decoder") and hasattr(tokenizer, "decoder"):
+        return tokenizer, eos  # already a tokenizers.Tokenizer
+    inner = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
+    if inner is None:
+        raise ConstrainedError(
+            f"cannot read the vocabulary of a {type(tokenizer).__name__}: pass an mlx-lm TokenizerWrapper, "
+            "a transformers fast tokenizer, a tokenizers.Tokenizer or the path of a tokenizer.json"
+        )
+    backend, inner_eos = _backend_and_eos(inner)
+    return backend, eos | inner_eos
+
+
+def _token_bytes(backend) -> list[bytes]:
+    kind = type(backend.model).__name__
+    if kind not in ("BPE", "Unigram"):
+        raise ConstrainedError(f"unsupported tokenizer model type {kind!r}: byte-level BPE and SentencePiece are supported")
+    to_bytes = _piece_decoder(backend)
+    pieces = backend.get_vocab(with_added_tokens=False)
+    added = backend.get_added_tokens_decoder()
+    size = max(max(pieces.values(), default=-1), max(added, default=-1)) + 1
+    tokens = [b""] * size
+    for piece, i in pieces.items():
+        tokens[i] = to_bytes(piece)
+    for i, token in added.items():
+        # Added tokens are stored as plain text, not in the model's byte alphabet.
+        tokens[i] = b"" if token.special else token.content.encode()
+    return tokens
+
+
+def _components(node) -> list[dict]:
+    if not node:
+        return []
+    if node.get("type") == "Sequence":
+        inner = node.get("decoders") or node.get("pretokenizers") or node.get("normalizers") or []
+        return [c for n in inner for c in _components(n)]
+    return [node]
+
+
+def _state(component) -> dict | None:
+    return json.loads(component.__getstate__()) if component is not None else None
+
+
+_GPT2_TO_LATIN1 = str.maketrans({c: chr(b) for c, b in _BYTE_DECODER.items()})
+
+
+def _piece_decoder(backend):
+    """How a vocabulary piece spells bytes: GPT-2's byte alphabet, or SentencePiece's
+    ``▁`` for space with ``<0xNN>`` byte-fallback pieces."""
+    parts = _components(_state(backend.decoder)) + _components(_state(backend.pre_tokenizer))
+    types = {p.get("type") for p in parts}
+    if "ByteLevel" in types:
+        def byte_level(piece: str) -> bytes:
+            try:
+                return piece.translate(_GPT2_TO_LATIN1).encode("latin-1")
+            except UnicodeEncodeError:  # not in the byte alphabet: plain text
+                return piece.encode()
+        return byte_level
+    replaces_space = any(
+        p.get("type") == "Replace" and (p.get("pattern") or {}).get("String") == "▁" for p in parts
+    )
+    if "Metaspace" in types or replaces_space or "ByteFallback" in types:
+        def sentencepiece(piece: str) -> bytes:
+            m = _BYTE_FALLBACK.fullmatch(piece)
+            if m:
+                return bytes([int(m.group(1), 16)])
+            return piece.replace("▁", " ").encode()
+        return sentencepiece
+    raise ConstrainedError(
+        "unknown vocabulary type: the tokenizer has neither a ByteLevel decoder (GPT-2 style BPE) "
+        f"nor SentencePiece's ▁ and byte fallback (decoder types found: {sorted(t for t in types if t)})"
+    )

@@ -1,0 +1,59 @@
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+import constrained
+from constrained import models
+
+settings.register_profile(
+    "ci",
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile("thorough", max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+VOCABULARIES = ["smollm2", "llama3", "llama2"]
+
+
+@pytest.fixture(scope="session")
+def tokenizers():
+    """name -> mlx-lm TokenizerWrapper, loaded once per session."""
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            cache[name] = models.tokenizer(name)
+        return cache[name]
+
+    return get
+
+
+@pytest.fixture(scope="session", params=VOCABULARIES)
+def tokenizer(request, tokenizers):
+    return tokenizers(request.param)
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    return models.smollm2()
+
+
+def encode_exact(tokenizer, text: str) -> list[int]:
+    """Token ids whose bytes spell exactly ``text``: the tokenizer's own encoding,
+    without the leading space SentencePiece adds, and without special tokens."""
+    vocab = constrained.vocabulary(tokenizer)
+    inner = tokenizer._tokenizer
+    ids = inner.encode(text, add_special_tokens=False)
+    if b"".join(vocab.tokens[i] for i in ids) == text.encode():
+        return ids
+    # SentencePiece prepends "▁" to the text: encode after a newline and drop it.
+    ids = inner.encode("\n" + text, add_special_tokens=False)
+    spelled = b"".join(vocab.tokens[i] for i in ids)
+    for cut in range(1, len(ids) + 1):
+        head = b"".join(vocab.tokens[i] for i in ids[:cut])
+        if head.endswith(b"\n") and spelled[len(head):] == text.encode():
+            return ids[cut:]
+    raise AssertionError(f"cannot encode {text!r} exactly: {ids}")
