@@ -1,31 +1,36 @@
 """Regular expressions as minimal deterministic automata over UTF-8 bytes.
 
-interegular parses the pattern into an automaton over characters; each character
-transition is spelled out as UTF-8 byte sequences (so that a token may end inside
-a character), then the byte automaton is minimised and trimmed to the states that
-are reachable and can still reach an accepting state. Patterns follow Python's
-``re.fullmatch`` with ``re.ASCII`` for ``\\d``, ``\\w``, ``\\s``; constructs that an
+Python's own regex parser reads the pattern, so the syntax and meaning are
+exactly ``re.fullmatch(pattern, text, re.ASCII)``. The parse tree becomes a
+Thompson NFA whose character sets are spelled out as UTF-8 byte sequences (a
+token may end inside a character); subset construction over byte classes, with
+a state budget, makes it deterministic; then it is minimised and trimmed to the
+states that are reachable and can still reach an accepting state. Constructs an
 automaton cannot enforce exactly are refused, never approximated.
+
+(interegular was the first choice for parsing, but its automaton construction
+ran for minutes on nested bounded repeats, with no way to bound it.)
 """
 
+import gc
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 
-import interegular
 import numpy as np
-from interegular.fsm import anything_else
 
 from .errors import ConstrainedError
 
 try:  # Python 3.11+ keeps the regex parser here
-    from re import _constants as sre_constants, _parser as sre_parser
+    from re import _constants as sre, _parser as sre_parser
 except ImportError:  # pragma: no cover
-    import sre_constants
+    import sre_constants as sre
     import sre_parse as sre_parser
 
 MAX_CODE_POINT = 0x10FFFF
 DEAD = -1
+MAX_STATES = 20_000  # a pattern whose DFA grows past this is refused
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,101 +77,94 @@ def from_regex(pattern: str) -> DFA:
     """The minimal byte-level DFA of ``pattern`` (whole-string match)."""
     if not isinstance(pattern, str):
         raise ConstrainedError(f"a regular expression is a str, got {type(pattern).__name__}")
-    _check_supported(pattern)
     try:
-        fsm = interegular.parse_pattern(_unicode_escapes_to_literals(pattern)).to_fsm()
-    except interegular.patterns.Unsupported as e:
-        raise ConstrainedError(f"regular expression {pattern!r} uses a construct that cannot be enforced: {e}") from None
-    except Exception as e:  # interegular's parse errors have no common base class
-        detail = f": {e}" if str(e) else ""
-        raise ConstrainedError(f"cannot parse regular expression {pattern!r} ({type(e).__name__}{detail})") from None
-    transitions, accepting = _byte_automaton(fsm)
-    dfa = minimize(transitions, accepting)
+        parsed = sre_parser.parse(pattern)
+    except re.error as e:
+        raise ConstrainedError(f"invalid regular expression {pattern!r}: {e}") from None
+    except RecursionError:
+        raise ConstrainedError(f"regular expression {pattern!r} is nested too deeply") from None
+    nfa = _NFA(pattern)
+    with gc_paused():
+        try:
+            start, end = nfa.sequence(parsed, parsed.state.flags)
+        except RecursionError:
+            raise ConstrainedError(f"regular expression {pattern!r} is nested too deeply") from None
+        transitions, accepting = _determinize(nfa, start, end, pattern)
+        dfa = minimize(transitions, accepting)
     if dfa is None:
         raise ConstrainedError(f"regular expression {pattern!r} matches no string")
     return dfa
 
 
+@contextmanager
+def gc_paused():
+    """Compilers allocate many small objects that live until they finish: the
+    cyclic garbage collector's passes over them cost more than the work itself."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 _CANNOT = "which an automaton cannot enforce exactly"
 _REFUSED = {
-    sre_constants.AT: "anchors or word boundaries (^, $, \\A, \\Z, \\b, \\B), which are not supported: "
+    sre.AT: "anchors or word boundaries (^, $, \\A, \\Z, \\b, \\B), which are not supported: "
     "the whole output is matched anyway, so leave out ^ and $",
-    sre_constants.ASSERT: f"a lookaround, {_CANNOT}",
-    sre_constants.ASSERT_NOT: f"a lookaround, {_CANNOT}",
-    sre_constants.GROUPREF: f"a backreference, {_CANNOT}",
-    sre_constants.GROUPREF_EXISTS: f"a conditional group, {_CANNOT}",
-    sre_constants.ATOMIC_GROUP: f"an atomic group, {_CANNOT}",
-    sre_constants.POSSESSIVE_REPEAT: f"a possessive quantifier, {_CANNOT}",
+    sre.ASSERT: f"a lookaround, {_CANNOT}",
+    sre.ASSERT_NOT: f"a lookaround, {_CANNOT}",
+    sre.GROUPREF: f"a backreference, {_CANNOT}",
+    sre.GROUPREF_EXISTS: f"a conditional group, {_CANNOT}",
+    sre.ATOMIC_GROUP: f"an atomic group, {_CANNOT}",
+    sre.POSSESSIVE_REPEAT: f"a possessive quantifier, {_CANNOT}",
 }
 _REFUSED_FLAGS = {re.MULTILINE: "re.MULTILINE", re.VERBOSE: "re.VERBOSE", re.LOCALE: "re.LOCALE"}
-_NON_ASCII = re.compile(r"[^\x00-\x7f]|\\[uUNx]")
+
+# re.ASCII meanings of the classes
+_CATEGORIES = {
+    sre.CATEGORY_DIGIT: ([(48, 57)], False),
+    sre.CATEGORY_NOT_DIGIT: ([(48, 57)], True),
+    sre.CATEGORY_SPACE: ([(9, 13), (32, 32)], False),
+    sre.CATEGORY_NOT_SPACE: ([(9, 13), (32, 32)], True),
+    sre.CATEGORY_WORD: ([(48, 57), (65, 90), (95, 95), (97, 122)], False),
+    sre.CATEGORY_NOT_WORD: ([(48, 57), (65, 90), (95, 95), (97, 122)], True),
+}
 
 
-def _check_supported(pattern: str) -> None:
-    """Refuse what Python's own parser finds that an automaton cannot enforce."""
-    try:
-        parsed = sre_parser.parse(pattern)
-    except re.error as e:
-        raise ConstrainedError(f"invalid regular expression {pattern!r}: {e}") from None
-    flags = parsed.state.flags
-    stack = [parsed]
-    while stack:
-        for op, arg in stack.pop():
-            if op in _REFUSED:
-                raise ConstrainedError(f"regular expression {pattern!r} uses {_REFUSED[op]}")
-            if op is sre_constants.SUBPATTERN:
-                flags |= arg[1]
-                stack.append(arg[-1])
-            elif op in (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT):
-                stack.append(arg[2])
-            elif op is sre_constants.BRANCH:
-                stack.extend(arg[1])
-    for flag, name in _REFUSED_FLAGS.items():
-        if flags & flag:
-            raise ConstrainedError(f"regular expression {pattern!r} uses the unsupported flag {name}")
-    if flags & re.IGNORECASE and _NON_ASCII.search(pattern):
-        raise ConstrainedError(
-            f"regular expression {pattern!r}: case-insensitive matching is supported for ASCII letters only"
-        )
-
-
-_UNICODE_ESCAPE = re.compile(r"(\\\\)|\\u([0-9a-fA-F]{4})|\\U([0-9a-fA-F]{8})|\\N\{([^}]*)\}")
-
-
-def _unicode_escapes_to_literals(pattern: str) -> str:
-    """interegular does not read ``\\uXXXX``; spell such characters out (escaped)."""
-
-    def literal(m: re.Match) -> str:
-        if m.group(1):
-            return m.group(1)
-        if m.group(4) is not None:
-            import unicodedata
-
-            return re.escape(unicodedata.lookup(m.group(4)))
-        return re.escape(chr(int(m.group(2) or m.group(3), 16)))
-
-    return _UNICODE_ESCAPE.sub(literal, pattern)
-
-
-def _ranges(code_points) -> list[tuple[int, int]]:
+def _normalize(ranges) -> list[tuple[int, int]]:
     out = []
-    for c in sorted(code_points):
-        if out and out[-1][1] == c - 1:
-            out[-1] = (out[-1][0], c)
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(hi, out[-1][1]))
         else:
-            out.append((c, c))
+            out.append((lo, hi))
     return out
 
 
 def _complement(ranges) -> list[tuple[int, int]]:
     out, lo = [], 0
-    for a, b in ranges:
+    for a, b in _normalize(ranges):
         if a > lo:
             out.append((lo, a - 1))
         lo = b + 1
     if lo <= MAX_CODE_POINT:
         out.append((lo, MAX_CODE_POINT))
     return out
+
+
+def _cased(ranges, flags) -> list[tuple[int, int]]:
+    """With IGNORECASE, ASCII letters match either case (re.ASCII's rule)."""
+    if not flags & re.IGNORECASE:
+        return _normalize(ranges)
+    extra = []
+    for lo, hi in ranges:
+        for a, b, shift in ((65, 90, 32), (97, 122, -32)):
+            x, y = max(lo, a), min(hi, b)
+            if x <= y:
+                extra.append((x + shift, y + shift))
+    return _normalize(list(ranges) + extra)
 
 
 @lru_cache(maxsize=4096)
@@ -200,83 +198,180 @@ def utf8_sequences(lo: int, hi: int) -> tuple[tuple[tuple[int, int], ...], ...]:
     return tuple(sorted(out))
 
 
-def _byte_automaton(fsm) -> tuple[np.ndarray, np.ndarray]:
-    """Spell interegular's character automaton over UTF-8 bytes.
+class _NFA:
+    """A Thompson NFA over bytes, built from Python's regex parse tree. Each
+    builder returns a fragment (start state, end state)."""
 
-    A state in the middle of a character is named by the byte-range suffixes still
-    pending and where each leads, so states that finish the same characters the
-    same way are shared.
-    """
-    alphabet = fsm.alphabet
-    # Case folding can give multi-character symbols ("SS" for "ß"); they never match one character.
-    def single(c) -> bool:
-        return c is not anything_else and len(c) == 1
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+        self.epsilon: list[list[int]] = []
+        self.edges: list[list[tuple[int, int, int]]] = []  # (low byte, high byte, target)
 
-    explicit = {ord(c) for c in alphabet if single(c)}
-    chars_of_key: dict[int, list[tuple[int, int]]] = {}
-    for key, symbols in alphabet.by_transition.items():
-        points = {ord(c) for c in symbols if single(c)}
-        ranges = _ranges(points)
-        if anything_else in symbols:
-            ranges = sorted(ranges + _complement(_ranges(explicit)))
-        chars_of_key[key] = ranges
+    def state(self) -> int:
+        self.epsilon.append([])
+        self.edges.append([])
+        if len(self.edges) > 50 * MAX_STATES:
+            raise ConstrainedError(f"regular expression {self.pattern!r} is too large to compile")
+        return len(self.edges) - 1
 
-    ids = {("char", s): i for i, s in enumerate(sorted(fsm.states, key=lambda s: s != fsm.initial))}
-    rows, accepting, todo = [], [], []
+    def sequence(self, items, flags) -> tuple[int, int]:
+        for flag, name in _REFUSED_FLAGS.items():
+            if flags & flag:
+                raise ConstrainedError(f"regular expression {self.pattern!r} uses the unsupported flag {name}")
+        start = end = self.state()
+        for op, arg in items:
+            a, b = self.item(op, arg, flags)
+            self.epsilon[end].append(a)
+            end = b
+        return start, end
 
-    def state_id(name) -> int:
-        if name not in ids:
-            ids[name] = len(ids)
-            todo.append(name)
-        return ids[name]
+    def item(self, op, arg, flags) -> tuple[int, int]:
+        if op in _REFUSED:
+            raise ConstrainedError(f"regular expression {self.pattern!r} uses {_REFUSED[op]}")
+        if op is sre.LITERAL:
+            return self.chars(_cased([(arg, arg)], flags))
+        if op is sre.NOT_LITERAL:
+            return self.chars(_complement(_cased([(arg, arg)], flags)))
+        if op is sre.ANY:
+            return self.chars([(0, MAX_CODE_POINT)] if flags & re.DOTALL else _complement([(10, 10)]))
+        if op is sre.IN:
+            return self.chars(self.char_set(arg, flags))
+        if op is sre.BRANCH:
+            start, end = self.state(), self.state()
+            for branch in arg[1]:
+                a, b = self.sequence(branch, flags)
+                self.epsilon[start].append(a)
+                self.epsilon[b].append(end)
+            return start, end
+        if op is sre.SUBPATTERN:
+            _group, add, remove, items = arg
+            return self.sequence(items, (flags | add) & ~remove)
+        if op in (sre.MAX_REPEAT, sre.MIN_REPEAT):  # laziness does not change the language
+            low, high, items = arg
+            return self.repeat(items, low, None if high is sre.MAXREPEAT else high, flags)
+        raise ConstrainedError(f"regular expression {self.pattern!r} uses {op}, which is not supported")
 
-    def fill(row: np.ndarray, items) -> None:
-        """items: (byte-range sequence, target character state)."""
-        by_first: dict[tuple[int, int], set] = {}
-        for seq, target in items:
-            by_first.setdefault(seq[0], set()).add((seq[1:], target))
-        bounds = sorted({b for lo, hi in by_first for b in (lo, hi + 1)})
-        position = {b: i for i, b in enumerate(bounds)}
-        covering = [set() for _ in bounds[1:]]
-        for (lo, hi), rests in by_first.items():
-            for k in range(position[lo], position[hi + 1]):
-                covering[k] |= rests
-        for k, rests in enumerate(covering):
-            if not rests:
-                continue
-            ends = [target for rest, target in rests if not rest]
-            # UTF-8 is prefix-free, so a byte that ends one character starts no other.
-            if ends:
-                row[bounds[k]:bounds[k + 1]] = ids[("char", ends[0])]
+    def char_set(self, items, flags) -> list[tuple[int, int]]:
+        ranges, negate = [], False
+        for op, arg in items:
+            if op is sre.NEGATE:
+                negate = True
+            elif op is sre.LITERAL:
+                ranges.append((arg, arg))
+            elif op is sre.RANGE:
+                ranges.append(arg)
+            elif op is sre.CATEGORY:
+                category, inverted = _CATEGORIES[arg]
+                ranges += _complement(category) if inverted else category
             else:
-                row[bounds[k]:bounds[k + 1]] = state_id(("bytes", frozenset(rests)))
+                raise ConstrainedError(f"regular expression {self.pattern!r}: unsupported set item {op}")
+        ranges = _cased(ranges, flags)
+        return _complement(ranges) if negate else ranges
 
-    by_id = sorted(ids, key=ids.get)
-    todo.extend(by_id)
-    done = 0
-    while done < len(todo):
-        name = todo[done]
-        done += 1
-        row = np.full(256, DEAD, dtype=np.int32)
-        kind, what = name
-        if kind == "char":
-            items = [
-                (seq, target)
-                for key, target in fsm.map.get(what, {}).items()
-                for lo, hi in chars_of_key.get(key, ())
-                for seq in utf8_sequences(lo, hi)
+    def chars(self, ranges) -> tuple[int, int]:
+        """A fragment matching one character of ``ranges`` as UTF-8 bytes."""
+        start, end = self.state(), self.state()
+        inner: dict[tuple, int] = {}
+        for lo, hi in ranges:
+            for seq in utf8_sequences(lo, hi):
+                state = start
+                for i, (a, b) in enumerate(seq):
+                    if i == len(seq) - 1:
+                        target = end
+                    else:
+                        key = seq[: i + 1]
+                        target = inner.get(key)
+                        if target is None:
+                            target = inner[key] = self.state()
+                    if (a, b, target) not in self.edges[state]:
+                        self.edges[state].append((a, b, target))
+                    state = target
+        return start, end
+
+    def repeat(self, items, low: int, high: int | None, flags) -> tuple[int, int]:
+        start = end = self.state()
+        for _ in range(low):
+            a, b = self.sequence(items, flags)
+            self.epsilon[end].append(a)
+            end = b
+        if high is None:
+            a, b = self.sequence(items, flags)
+            loop = self.state()
+            self.epsilon[end].append(loop)
+            self.epsilon[loop].append(a)
+            self.epsilon[b].append(loop)
+            return start, loop
+        exit_ = self.state()
+        self.epsilon[end].append(exit_)
+        for _ in range(high - low):
+            a, b = self.sequence(items, flags)
+            self.epsilon[end].append(a)
+            self.epsilon[b].append(exit_)
+            end = b
+        return start, exit_
+
+
+def _determinize(nfa: _NFA, start: int, end: int, pattern: str) -> tuple[np.ndarray, np.ndarray]:
+    """Subset construction over byte classes (bytes no edge tells apart)."""
+    bounds = sorted({0, 256} | {b for edges in nfa.edges for lo, hi, _ in edges for b in (lo, hi + 1)})
+    class_of_byte = np.zeros(256, dtype=np.int64)
+    for k, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        class_of_byte[a:b] = k
+    n_classes = len(bounds) - 1
+    first_class = {b: k for k, b in enumerate(bounds)}
+
+    closures: dict[int, frozenset] = {}
+
+    def closure(state: int) -> frozenset:
+        if state not in closures:
+            seen, todo = {state}, [state]
+            while todo:
+                for nxt in nfa.epsilon[todo.pop()]:
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        todo.append(nxt)
+            closures[state] = frozenset(seen)
+        return closures[state]
+
+    moves: dict[int, list[tuple[int, frozenset]]] = {}
+
+    def moves_of(state: int):
+        if state not in moves:
+            moves[state] = [
+                (k, closure(target))
+                for lo, hi, target in nfa.edges[state]
+                for k in range(first_class[lo], first_class[hi + 1])
             ]
-            accepting_here = what in fsm.finals
-        else:
-            items, accepting_here = list(what), False
-        fill(row, items)
-        rows.append((ids[name], row, accepting_here))
-    transitions = np.full((len(ids), 256), DEAD, dtype=np.int32)
-    accept = np.zeros(len(ids), dtype=bool)
-    for i, row, acc in rows:
-        transitions[i] = row
-        accept[i] = acc
-    return transitions, accept
+        return moves[state]
+
+    initial = closure(start)
+    ids = {initial: 0}
+    order = [initial]
+    rows = []
+    for subset in order:
+        targets: list[set | None] = [None] * n_classes
+        for state in subset:
+            for k, reached in moves_of(state):
+                if targets[k] is None:
+                    targets[k] = set(reached)
+                else:
+                    targets[k] |= reached
+        row = np.full(n_classes, DEAD, dtype=np.int32)
+        for k, reached in enumerate(targets):
+            if reached:
+                key = frozenset(reached)
+                if key not in ids:
+                    if len(ids) >= MAX_STATES:
+                        raise ConstrainedError(
+                            f"regular expression {pattern!r} is too complex: its automaton exceeds {MAX_STATES} states"
+                        )
+                    ids[key] = len(order)
+                    order.append(key)
+                row[k] = ids[key]
+        rows.append(row)
+    transitions = np.stack(rows)[:, class_of_byte]
+    accepting = np.array([end in subset for subset in order], dtype=bool)
+    return np.ascontiguousarray(transitions, dtype=np.int32), accepting
 
 
 _MIXERS = np.random.default_rng(0x5EED).integers(1, 2**63, size=257, dtype=np.int64) | 1
@@ -290,11 +385,16 @@ def _renumber(keys: np.ndarray) -> np.ndarray:
     return np.array([ids.setdefault(k, len(ids)) for k in keys.tolist()], dtype=np.int64)
 
 
+@lru_cache(maxsize=None)
+def _hash_weights(width: int) -> np.ndarray:
+    return np.random.default_rng(width).integers(1, 2**63, size=width, dtype=np.int64) | 1
+
+
 def _hash_rows(rows: np.ndarray) -> np.ndarray:
-    """A 64-bit hash per row, for grouping equal rows; callers check the grouping."""
-    weights = np.random.default_rng(rows.shape[1]).integers(1, 2**63, size=rows.shape[1], dtype=np.int64) | 1
+    """A 64-bit hash per row (wrapping arithmetic), for grouping equal rows;
+    callers check the grouping."""
     with np.errstate(over="ignore"):
-        return (rows.astype(np.int64) * weights).sum(axis=1)
+        return rows.astype(np.int64, copy=False) @ _hash_weights(rows.shape[1])
 
 
 def byte_classes(transitions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -314,12 +414,14 @@ def _refine(block: np.ndarray, columns: np.ndarray) -> np.ndarray:
     through a hash; the result is then checked to be a congruence, and refined
     exactly in the astronomically rare case of a collision."""
     block = _renumber(block)
+    n_blocks = block.max()
     with np.errstate(over="ignore"):
         while True:
             new_block = _renumber(block * _MIXERS[0] + _hash_rows(block[columns]))
-            if new_block.max() == block.max():
+            new_n_blocks = new_block.max()
+            if new_n_blocks == n_blocks:
                 break
-            block = new_block
+            block, n_blocks = new_block, new_n_blocks
     successors = block[columns]
     representative = np.zeros(block.max() + 1, dtype=np.int64)
     representative[block[::-1]] = np.arange(len(block))[::-1]

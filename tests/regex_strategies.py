@@ -59,5 +59,24 @@ def members(pair):
     return st.from_regex(pair[1], fullmatch=True)
 
 
+# (pair, a string of its language)
+regex_members = regex_pairs.flatmap(lambda pair: st.tuples(st.just(pair), members(pair)))
+
+
 # Strings over the same letters (and a few others), to test rejection too.
 texts = st.text(alphabet=st.sampled_from(LETTERS + ["d", "Z", "_", "\t", "中"]), max_size=8)
+
+
+def compile_or_reject(pattern):
+    """The Constraint for ``pattern``; patterns refused as too complex (a bounded,
+    clear error) are not examples of anything else."""
+    from hypothesis import reject
+
+    import constrained
+
+    try:
+        return constrained.regex(pattern)
+    except constrained.ConstrainedError as e:
+        if "too complex" in str(e):
+            reject()
+        raise
