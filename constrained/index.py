@@ -13,6 +13,8 @@ Afterwards ``next_state(s, t) = group_next[token_group[t], s]``, and the mask of
 a state is computed on first use and kept, packed 32 tokens to a word.
 """
 
+from collections import OrderedDict
+
 import numpy as np
 
 from .dfa import DFA, byte_classes
@@ -22,6 +24,9 @@ from .vocab import Vocabulary
 FINISHED = -2  # the state after EOS: only EOS may follow
 
 
+EAGER_MASK_WORK = 4_000_000  # build all masks up front when (live tokens x distinct masks) stays under this
+
+
 class TokenIndex:
     """Token-level transitions and masks of one DFA over one vocabulary."""
 
@@ -29,12 +34,28 @@ class TokenIndex:
         self.dfa = dfa
         self.vocab = vocab
         self.token_group, self.group_next = _walk(dfa, vocab.trie)
+        self._check_token_level_liveness()
         self.words = (vocab.size + 31) // 32
         self.eos = np.array(sorted(vocab.eos_ids), dtype=np.int64)
-        # One slot per state, and a last one for FINISHED.
-        self._masks: list[np.ndarray | None] = [None] * (dfa.n_states + 1)
-        self._bool_masks: list[np.ndarray | None] = [None] * (dfa.n_states + 1)
-        self._check_token_level_liveness()
+        # Tokens alive in some state (ascending), their groups, and their place in the packed words.
+        self._live_tokens = np.flatnonzero(self.token_group >= 0)
+        self._live_groups = self.token_group[self._live_tokens]
+        self._bit = np.left_shift(np.uint32(1), (self._live_tokens & 31).astype(np.uint32))
+        word = self._live_tokens >> 5
+        self._word_starts = np.flatnonzero(np.r_[True, word[1:] != word[:-1]]) if len(word) else word
+        self._words_touched = word[self._word_starts]
+        # States with the same allowed groups and acceptance share a mask; the
+        # last mask id is FINISHED's (EOS only).
+        alive = self.group_next >= 0
+        keys = np.vstack([alive, dfa.accepting[None, :]]).T
+        self.mask_id = _first_seen_ids(keys)
+        n_masks = int(self.mask_id.max()) + 1
+        self._representative = np.zeros(n_masks, dtype=np.int64)
+        self._representative[self.mask_id[::-1]] = np.arange(dfa.n_states)[::-1]
+        self._masks: list[np.ndarray | None] = [None] * (n_masks + 1)
+        self.bias_cache: OrderedDict = OrderedDict()  # the processor's MLX vectors, per mask
+        if len(self._live_tokens) * n_masks <= EAGER_MASK_WORK:
+            self._masks[:n_masks] = list(self._build_masks(self._representative))
 
     @property
     def n_states(self) -> int:
@@ -45,34 +66,38 @@ class TokenIndex:
         group = self.token_group[token]
         return -1 if group < 0 else int(self.group_next[group, state])
 
-    def allowed(self, state: int) -> np.ndarray:
-        """Boolean mask over the vocabulary: the tokens allowed in ``state``,
-        EOS included where the state is accepting."""
-        slot = state if state != FINISHED else self.n_states
-        mask = self._bool_masks[slot]
-        if mask is None:
-            if state == FINISHED:
-                mask = np.zeros(self.vocab.size, dtype=bool)
-            else:
-                alive = np.append(self.group_next[:, state] >= 0, False)
-                mask = alive[self.token_group]  # token_group -1 picks the appended False
-            if state == FINISHED or self.dfa.accepting[state]:
-                mask[self.eos] = True
-            mask.flags.writeable = False
-            self._bool_masks[slot] = mask
-        return mask
-
     def mask(self, state: int) -> np.ndarray:
-        """The allowed tokens of ``state`` as bits: token ``t`` is bit ``t % 32``
-        of word ``t // 32`` (uint32), the layout llguidance and xgrammar use."""
-        slot = state if state != FINISHED else self.n_states
+        """The tokens allowed in ``state`` (EOS where it is accepting) as bits:
+        token ``t`` is bit ``t % 32`` of word ``t // 32`` (uint32), the layout
+        llguidance and xgrammar use."""
+        slot = len(self._masks) - 1 if state == FINISHED else self.mask_id[state]
         packed = self._masks[slot]
         if packed is None:
-            bits = np.zeros(self.words * 32, dtype=bool)
-            bits[: self.vocab.size] = self.allowed(state)
-            packed = np.packbits(bits, bitorder="little").view(np.uint32)
-            packed.flags.writeable = False
-            self._masks[slot] = packed
+            packed = self._masks[slot] = self._build_masks(None if state == FINISHED else [state])[0]
+        return packed
+
+    def allowed(self, state: int) -> np.ndarray:
+        """The same as ``mask(state)``, one bool per token."""
+        bits = np.unpackbits(self.mask(state).view(np.uint8), bitorder="little")
+        return bits[: self.vocab.size].view(bool)
+
+    def _build_masks(self, states) -> np.ndarray:
+        """Packed masks of ``states`` (None: FINISHED): each token's bit is
+        summed into its word, which ORs them since the bits are distinct."""
+        if states is None:
+            packed = np.zeros((1, self.words), dtype=np.uint32)
+            accepting = [True]
+        else:
+            states = np.asarray(states)
+            allowed = self.group_next[:, states][self._live_groups] >= 0
+            packed = np.zeros((len(states), self.words), dtype=np.uint32)
+            if len(self._live_tokens):
+                sums = np.add.reduceat(allowed * self._bit[:, None], self._word_starts, axis=0)
+                packed[:, self._words_touched] = sums.T
+            accepting = self.dfa.accepting[states]
+        eos = self.eos
+        packed[np.ix_(np.flatnonzero(accepting), eos >> 5)] |= np.left_shift(np.uint32(1), (eos & 31).astype(np.uint32))
+        packed.flags.writeable = False
         return packed
 
     def _check_token_level_liveness(self) -> None:
@@ -92,6 +117,14 @@ class TokenIndex:
             raise ConstrainedError("no sequence of this vocabulary's tokens spells a string of the language")
         if not live.all():
             self.group_next = np.where(live[np.maximum(self.group_next, 0)], self.group_next, -1).astype(np.int32)
+
+
+def _first_seen_ids(rows: np.ndarray) -> np.ndarray:
+    """Dense ids for equal rows, numbered in order of first appearance."""
+    _, first, inverse = np.unique(np.packbits(rows, axis=1), axis=0, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(len(first))
+    return rank[inverse.ravel()]
 
 
 def _walk(dfa: DFA, trie) -> tuple[np.ndarray, np.ndarray]:

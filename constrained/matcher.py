@@ -23,6 +23,11 @@ class Matcher:
         return len(self._tokens)
 
     @property
+    def bias_cache(self):
+        """Where a logits processor keeps its MLX mask vectors (shared per index)."""
+        return self.index.bias_cache
+
+    @property
     def state(self) -> int:
         return self._states[-1]
 

@@ -81,14 +81,20 @@ def gguf_path(name):
 
 def tokenizer(name):
     """The tokenizer of `name` (one of `NAMES`) as an mlx-lm `TokenizerWrapper`, built from its GGUF."""
-    _, metadata = gguf.load(gguf_path(name))
-    return gguf.tokenizer_from_metadata(metadata)
+    path = gguf_path(name)
+    _, metadata = gguf.load(path)
+    wrapper = gguf.tokenizer_from_metadata(metadata)
+    wrapper._tokenizer.name_or_path = str(path)  # names the source, so its vocabulary is cached on disk
+    return wrapper
 
 
 def smollm2():
     """SmolLM2-135M-Instruct (4-bit layers, 8-bit embeddings) as `(model, tokenizer)` for `mlx_lm.generate`."""
-    weights, metadata = gguf.load(gguf_path("smollm2"))
-    return _llama(weights, metadata), gguf.tokenizer_from_metadata(metadata)
+    path = gguf_path("smollm2")
+    weights, metadata = gguf.load(path)
+    wrapper = gguf.tokenizer_from_metadata(metadata)
+    wrapper._tokenizer.name_or_path = str(path)
+    return _llama(weights, metadata), wrapper
 
 
 def _llama(weights, metadata):

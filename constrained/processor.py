@@ -3,16 +3,17 @@
 Each step it catches the matcher up with the tokens generated since the last
 call, then adds the current state's mask as a cached 0 / -inf vector (adding a
 cached vector measured faster than ``mx.where`` on the CPU; see
-benchmarks/RESULTS.md). The mask is built in MLX once per distinct state, so a
-step does no vocabulary-sized conversion.
+benchmarks/RESULTS.md). The vector is built once per distinct mask and kept
+with the constraint's index, shared by every generation, so a step does no
+vocabulary-sized conversion.
 """
-
-from collections import OrderedDict
 
 import mlx.core as mx
 import numpy as np
 
 from .errors import ConstrainedError
+
+MAX_CACHED_BIASES = 128  # per constraint and vocabulary: 0.5 MB each at 128k tokens
 
 
 class LogitsProcessor:
@@ -21,13 +22,11 @@ class LogitsProcessor:
     call consumes the tokens appended since, or rolls back when ``tokens`` got
     shorter (speculative decoding). Use a new processor for each generation."""
 
-    def __init__(self, matcher, max_cached_masks: int = 256):
+    def __init__(self, matcher):
         if not matcher.vocab.eos_ids:
             raise ConstrainedError("the tokenizer declares no EOS token, so a constrained output could never end; pass eos_ids=")
         self.matcher = matcher
         self._start: int | None = None
-        self._biases: OrderedDict[int, tuple[np.ndarray, mx.array]] = OrderedDict()
-        self._max_cached = max_cached_masks
 
     def __call__(self, tokens: mx.array, logits: mx.array) -> mx.array:
         self._catch_up(tokens)
@@ -52,20 +51,21 @@ class LogitsProcessor:
 
     def _bias(self, logits: mx.array) -> mx.array:
         """The current mask as an additive 0 / -inf vector of the logits' width and dtype."""
-        allowed = self.matcher.allowed()
-        key = id(allowed)  # masks are cached per state, so the same object recurs
-        hit = self._biases.get(key)
-        if hit is not None and hit[0] is allowed and hit[1].dtype == logits.dtype:
-            self._biases.move_to_end(key)
+        mask = self.matcher.mask()  # cached per state, so the same array object recurs
+        cache = self.matcher.bias_cache
+        key = (id(mask), logits.shape[-1], logits.dtype)
+        hit = cache.get(key)
+        if hit is not None and hit[0] is mask:
+            cache.move_to_end(key)
             return hit[1]
         width = logits.shape[-1]
-        bias = np.full(width, -np.inf, dtype=np.float32)
-        n = min(width, len(allowed))
-        bias[:n][allowed[:n]] = 0.0
-        if not np.isfinite(bias).any():
+        bits = np.unpackbits(mask.view(np.uint8), count=min(width, self.matcher.vocab.size), bitorder="little")
+        if not bits.any():
             raise ConstrainedError("no token of the model's output width is allowed here")
+        bias = np.full(width, -np.inf, dtype=np.float32)
+        bias[: len(bits)][bits.view(bool)] = 0.0
         vector = mx.array(bias).astype(logits.dtype)
-        self._biases[key] = (allowed, vector)
-        if len(self._biases) > self._max_cached:
-            self._biases.popitem(last=False)
+        cache[key] = (mask, vector)
+        if len(cache) > MAX_CACHED_BIASES:
+            cache.popitem(last=False)
         return vector

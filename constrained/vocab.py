@@ -165,19 +165,52 @@ class Trie:
 
     @classmethod
     def cached(cls, vocab: Vocabulary) -> "Trie":
-        path = cache_dir() / "vocab" / f"{vocab.fingerprint}.npz"
-        try:
-            with np.load(path) as data:
-                return cls(**{k: data[k] for k in cls.__dataclass_fields__})
-        except (OSError, KeyError, ValueError):
-            pass
+        """The trie of ``vocab``, from the disk cache when it was built before."""
+        path = cache_dir() / "vocab" / f"content-{FORMAT}-{vocab.fingerprint}.npz"
+        stored = _load(path)
+        if stored is not None:
+            return stored[1]
         trie = cls.build(vocab.tokens)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
-        np.savez(tmp, **{k: getattr(trie, k) for k in cls.__dataclass_fields__})
-        os.replace(tmp, path)
+        _save(path, vocab.tokens, trie)
         return trie
 
+
+def _load(path: Path) -> tuple[list[bytes], Trie] | None:
+    try:
+        with np.load(path) as data:
+            trie = Trie(**{k: data[k] for k in Trie.__dataclass_fields__})
+            flat, ends = data["token_bytes"].tobytes(), data["token_ends"].tolist()
+    except (OSError, KeyError, ValueError):
+        return None
+    starts = [0, *ends[:-1]]
+    return [flat[a:b] for a, b in zip(starts, ends)], trie
+
+
+def _save(path: Path, tokens: list[bytes], trie: Trie) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
+    flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
+    ends = np.cumsum([len(t) for t in tokens])
+    np.savez(tmp, token_bytes=flat, token_ends=ends, **{k: getattr(trie, k) for k in Trie.__dataclass_fields__})
+    os.replace(tmp, path)
+
+
+def _source_key(tokenizer, backend) -> str | None:
+    """A disk-cache key for a tokenizer loaded from a file: the file's path, size
+    and time, with the added tokens (which a program may change after loading)."""
+    names = [getattr(t, "name_or_path", None) for t in (tokenizer, getattr(tokenizer, "_tokenizer", None))]
+    for name in filter(None, names):
+        path = Path(name)
+        path = path / "tokenizer.json" if path.is_dir() else path
+        if path.is_file():
+            stat = path.stat()
+            added = sorted((i, t.content, t.special) for i, t in backend.get_added_tokens_decoder().items())
+            source = f"{FORMAT}|{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{added}"
+            return hashlib.sha256(source.encode()).hexdigest()[:32]
+    return None
+
+
+FORMAT = 1  # bump when the cached layout or the byte reading changes
 
 _vocabularies: "weakref.WeakKeyDictionary[object, Vocabulary]" = weakref.WeakKeyDictionary()
 
@@ -204,7 +237,14 @@ def vocabulary(tokenizer, eos_ids=()) -> Vocabulary:
         known = None
     if known is None:
         backend, eos = _backend_and_eos(tokenizer)
-        known = Vocabulary(_token_bytes(backend), frozenset(eos))
+        key = _source_key(tokenizer, backend)
+        path = cache_dir() / "vocab" / f"source-{key}.npz" if key else None
+        stored = _load(path) if path else None
+        known = Vocabulary(stored[0] if stored else _token_bytes(backend), frozenset(eos))
+        if stored:
+            known.__dict__["trie"] = stored[1]  # fills the cached_property
+        elif path:
+            _save(path, known.tokens, known.trie)
         try:
             _vocabularies[tokenizer] = known
         except TypeError:
