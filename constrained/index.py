@@ -9,8 +9,10 @@ is dropped, with its subtree, as soon as it is dead from every state. So the
 work is proportional to the number of distinct class sequences that are alive,
 usually a small fraction of the vocabulary.
 
-Afterwards ``next_state(s, t) = group_next[token_group[t], s]``, and the mask of
-a state is computed on first use and kept, packed 32 tokens to a word.
+Afterwards ``next_state(s, t) = group_next[token_group[t], s]``. States that
+allow the same groups (and agree on acceptance) share one mask, packed 32
+tokens to a word; all masks are built at compile time when that is cheap, else
+each on first use, and kept.
 """
 
 from collections import OrderedDict
@@ -22,8 +24,6 @@ from .errors import ConstrainedError
 from .vocab import Vocabulary
 
 FINISHED = -2  # the state after EOS: only EOS may follow
-
-
 EAGER_MASK_WORK = 4_000_000  # build all masks up front when (live tokens x distinct masks) stays under this
 
 
@@ -116,7 +116,7 @@ class TokenIndex:
         if not live[self.dfa.start]:
             raise ConstrainedError("no sequence of this vocabulary's tokens spells a string of the language")
         if not live.all():
-            self.group_next = np.where(live[np.maximum(self.group_next, 0)], self.group_next, -1).astype(np.int32)
+            self.group_next = np.where(live[np.maximum(self.group_next, 0)], self.group_next, -1).astype(self.group_next.dtype)
 
 
 def _first_seen_ids(rows: np.ndarray) -> np.ndarray:
@@ -171,5 +171,7 @@ def _walk(dfa: DFA, trie) -> tuple[np.ndarray, np.ndarray]:
 
     group_next = np.vstack(rows)
     group_next[group_next == sink] = -1
+    if n_states < 2**15:  # the table is groups x states: halve it when states fit
+        group_next = group_next.astype(np.int16)
     token_group = np.where(trie.token_node >= 0, node_group[np.maximum(trie.token_node, 0)], -1).astype(np.int32)
     return token_group, group_next

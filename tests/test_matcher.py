@@ -120,3 +120,16 @@ def test_choice_is_literal(llama3):
     assert not c.matches("aab") and not c.matches("x") and not c.matches("aa")
     with pytest.raises(ConstrainedError, match="non-empty list of strings"):
         constrained.choice([])
+
+
+def test_vocabulary_that_cannot_spell_a_path_prunes_it():
+    """A vocabulary without every byte: branches its tokens cannot finish are
+    never offered (no dead ends), and a language it cannot spell at all is refused."""
+    vocab = constrained.Vocabulary([b"a", b"b", b"ab", b"", b"x"], frozenset({3}))
+    assert not vocab.spells_every_byte
+    matcher = constrained.regex("ac|b|xb").matcher(vocab)
+    assert np.flatnonzero(matcher.allowed()).tolist() == [1, 4]  # "b" and "x"; "a" and "ab" lead nowhere
+    matcher.advance(4)
+    assert np.flatnonzero(matcher.allowed()).tolist() == [1]
+    with pytest.raises(ConstrainedError, match="no sequence of this vocabulary's tokens"):
+        constrained.regex("c").matcher(vocab)
