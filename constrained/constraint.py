@@ -3,6 +3,7 @@ once, then matched against any tokenizer's vocabulary."""
 
 import re
 import weakref
+from functools import lru_cache
 
 from .dfa import DFA, from_regex
 from .errors import ConstrainedError
@@ -45,14 +46,21 @@ class Constraint:
 
 def regex(pattern: str) -> Constraint:
     """Output that fully matches ``pattern`` (Python syntax; ``\\d``, ``\\w``, ``\\s``
-    are ASCII; anchors, lookarounds and backreferences are refused)."""
+    are ASCII; anchors, lookarounds and backreferences are refused). The same
+    pattern gives the same Constraint, so its token indexes are built once."""
+    if not isinstance(pattern, str):
+        raise ConstrainedError(f"a regular expression is a str, got {type(pattern).__name__}")
+    return _regex(pattern)
+
+
+@lru_cache(maxsize=256)
+def _regex(pattern: str) -> Constraint:
     return Constraint(from_regex(pattern), f"regex {pattern!r}")
 
 
 def choice(options) -> Constraint:
     """Output that is exactly one of ``options`` (strings, taken literally)."""
-    options = list(options)
+    options = list(options) if not isinstance(options, str) else None
     if not options or not all(isinstance(o, str) for o in options):
         raise ConstrainedError("choice() takes a non-empty list of strings")
-    pattern = "|".join(re.escape(o) for o in sorted(set(options), key=len, reverse=True))
-    return Constraint(from_regex(f"(?:{pattern})"), f"choice of {len(options)} strings")
+    return regex("(?:" + "|".join(re.escape(o) for o in sorted(set(options), key=len, reverse=True)) + ")")

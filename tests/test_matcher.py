@@ -133,3 +133,10 @@ def test_vocabulary_that_cannot_spell_a_path_prunes_it():
     assert np.flatnonzero(matcher.allowed()).tolist() == [1]
     with pytest.raises(ConstrainedError, match="no sequence of this vocabulary's tokens"):
         constrained.regex("c").matcher(vocab)
+
+
+def test_same_pattern_same_constraint_and_index(llama3):
+    a, b = constrained.regex(r"\d+"), constrained.regex(r"\d+")
+    assert a is b and a.index(llama3) is b.index(llama3)
+    with pytest.raises(ConstrainedError, match="is a str"):
+        constrained.regex(["x"])

@@ -1,0 +1,86 @@
+"""Helpers shared by the benchmark scripts: the machine and versions, timing
+summaries, and rewriting one section of RESULTS.md."""
+
+import datetime
+import os
+import platform
+import re
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as `python benchmarks/x.py` without installing the package
+    sys.path.insert(0, str(ROOT))
+
+RESULTS_MD = ROOT / "benchmarks" / "RESULTS.md"
+
+
+def machine() -> dict:
+    """CPU model, cores, RAM, OS and today's date."""
+    cpu = platform.processor() or platform.machine()
+    ram_gib = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+        with open("/proc/meminfo") as f:
+            kib = next(int(line.split()[1]) for line in f if line.startswith("MemTotal"))
+        ram_gib = round(kib / 2**20, 1)
+    except (OSError, StopIteration):
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "ram_gib": ram_gib,
+        "os": f"{platform.system()} {platform.release()}",
+        "date": datetime.date.today().isoformat(),
+    }
+
+
+def versions(packages) -> dict:
+    """Python's version and each package's installed version (None if missing)."""
+    out = {"python": platform.python_version()}
+    for name in packages:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def summary_us(ns) -> dict:
+    """mean / p50 / p99 / max of durations given in nanoseconds, in microseconds."""
+    a = np.asarray(ns, dtype=np.float64) / 1e3
+    if not len(a):
+        return {"n": 0, "mean": None, "p50": None, "p99": None, "max": None}
+    return {
+        "n": int(len(a)),
+        "mean": float(a.mean()),
+        "p50": float(np.percentile(a, 50)),
+        "p99": float(np.percentile(a, 99)),
+        "max": float(a.max()),
+    }
+
+
+def replace_section(heading: str, body: str, path: Path = RESULTS_MD) -> None:
+    """Put ``heading`` + ``body`` in the markdown file at ``path`` in place of the
+    section with that heading (up to the next heading of its level or above), or
+    append it; the rest of the file is left as it was."""
+    text = path.read_text() if path.exists() else "# Benchmark results\n"
+    level = len(heading.split(" ", 1)[0])
+    section = f"{heading}\n\n{body.strip()}\n"
+    pattern = re.compile(rf"^{re.escape(heading)}[ \t]*\n.*?(?=^#{{1,{level}}} |\Z)", re.M | re.S)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section + "\n", text, count=1).rstrip() + "\n"
+    else:
+        text = text.rstrip() + "\n\n" + section
+    path.write_text(text)
+
+
+def table(header, rows) -> str:
+    """A markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
