@@ -112,14 +112,28 @@ class Trie:
 
     @classmethod
     def build(cls, tokens: list[bytes]) -> "Trie":
-        strings = sorted({t for t in tokens if t})
-        lengths = np.fromiter(map(len, strings), dtype=np.int64, count=len(strings))
+        token_lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+        spelled = np.flatnonzero(token_lengths)
+        lengths = token_lengths[spelled]
         width = int(lengths.max())
-        padded = np.zeros((len(strings), width), dtype=np.uint8)
-        flat = np.frombuffer(b"".join(strings), dtype=np.uint8)
-        rows = np.repeat(np.arange(len(strings)), lengths)
+        padded = np.zeros((len(spelled), width), dtype=np.uint8)
+        flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
+        rows = np.repeat(np.arange(len(spelled)), lengths)
         starts = np.cumsum(lengths) - lengths
         padded[rows, np.arange(len(flat)) - np.repeat(starts, lengths)] = flat
+        # Sort the byte strings (memcmp order of the zero-padded rows, shorter
+        # first on ties) and keep one of each.
+        by_length = np.argsort(lengths, kind="stable")
+        rows_as_bytes = padded.view(np.dtype((np.void, width))).ravel()
+        order = by_length[np.argsort(rows_as_bytes[by_length], kind="stable")]
+        padded, lengths = padded[order], lengths[order]
+        repeat = (lengths[1:] == lengths[:-1]) & (padded[1:] == padded[:-1]).all(axis=1)
+        string_of_sorted = np.cumsum(np.r_[0, ~repeat])
+        token_string = np.empty(len(spelled), dtype=np.int64)
+        token_string[order] = string_of_sorted
+        keep = np.r_[True, ~repeat]
+        padded, lengths = padded[keep], lengths[keep]
+        n_strings = len(lengths)
 
         # Sorted strings list the trie in depth-first order: string i adds the nodes
         # for its prefixes longer than the prefix it shares with string i - 1.
@@ -127,7 +141,7 @@ class Trie:
         first_diff = np.where(differs.any(axis=1), differs.argmax(axis=1), width)
         shared = np.concatenate([[0], np.minimum(first_diff, np.minimum(lengths[1:], lengths[:-1]))])
         new_counts = lengths - shared
-        owner = np.repeat(np.arange(len(strings)), new_counts)
+        owner = np.repeat(np.arange(n_strings), new_counts)
         depth = np.arange(new_counts.sum()) - np.repeat(np.cumsum(new_counts) - new_counts, new_counts)
         depth += np.repeat(shared, new_counts)  # 0-based: node at depth d spells d + 1 bytes
         node_byte = padded[owner, depth]
@@ -158,8 +172,8 @@ class Trie:
 
         last_node = np.cumsum(new_counts) - 1  # each string's own last node
         string_node = bfs_of_dfs[last_node]
-        index_of = {s: i for i, s in enumerate(strings)}
-        token_node = np.array([string_node[index_of[t]] if t else -1 for t in tokens], dtype=np.int32)
+        token_node = np.full(len(tokens), -1, dtype=np.int32)
+        token_node[spelled] = string_node[token_string]
         child_start = np.searchsorted(new_parent, np.arange(n + 1)).astype(np.int32)
         return cls(new_parent.astype(np.int32), bfs_byte, child_start, level_bounds.astype(np.int32), token_node)
 
