@@ -4,6 +4,7 @@ mlx-lm logits_processors list, and mlx-lm's BatchGenerator."""
 
 import re
 
+import mlx.core as mx
 import mlx_lm
 import pytest
 from mlx_lm.generate import BatchGenerator
@@ -18,6 +19,11 @@ CASES = [
     ("Pick a number between 1 and 100.", r"[1-9]\d?|100"),
     ("Is the sky blue? Answer yes or no.", r"(yes|no)"),
 ]
+
+
+@pytest.fixture(autouse=True)
+def seeded():
+    mx.random.seed(0)
 
 
 def chat(tokenizer, question):
