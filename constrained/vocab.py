@@ -209,11 +209,31 @@ def _save(path: Path, tokens: list[bytes], trie: Trie) -> None:
     os.replace(tmp, path)
 
 
+def _source_names(tokenizer) -> list[str]:
+    """Where the tokenizer says it was loaded from (file or model directory)."""
+    return [n for t in (tokenizer, getattr(tokenizer, "_tokenizer", None)) if (n := getattr(t, "name_or_path", None))]
+
+
+def _config_eos(tokenizer) -> set[int]:
+    """EOS ids in the model directory's config.json and generation_config.json
+    (mlx-lm keeps only one of the two)."""
+    eos = set()
+    for name in _source_names(tokenizer):
+        for config in ("config.json", "generation_config.json"):
+            path = Path(name) / config
+            if path.is_file():
+                try:
+                    value = json.loads(path.read_text()).get("eos_token_id")
+                except (OSError, ValueError, AttributeError):
+                    continue
+                eos.update([value] if isinstance(value, int) else [v for v in value or () if isinstance(v, int)])
+    return eos
+
+
 def _source_key(tokenizer, backend) -> str | None:
     """A disk-cache key for a tokenizer loaded from a file: the file's path, size
     and time, with the added tokens (which a program may change after loading)."""
-    names = [getattr(t, "name_or_path", None) for t in (tokenizer, getattr(tokenizer, "_tokenizer", None))]
-    for name in filter(None, names):
+    for name in _source_names(tokenizer):
         path = Path(name)
         path = path / "tokenizer.json" if path.is_dir() else path
         if path.is_file():
@@ -233,8 +253,9 @@ def vocabulary(tokenizer, eos_ids=()) -> Vocabulary:
     """The Vocabulary of an mlx-lm TokenizerWrapper, a transformers fast tokenizer,
     a ``tokenizers.Tokenizer``, a path to a ``tokenizer.json``, or a Vocabulary.
 
-    EOS ids are the union of the tokenizer's, those mlx-lm took from the model
-    and generation configs (a TokenizerWrapper's ``eos_token_ids``), and ``eos_ids``.
+    EOS ids are the union of the tokenizer's, a TokenizerWrapper's
+    ``eos_token_ids``, those of the model directory's config.json and
+    generation_config.json, and ``eos_ids``.
     """
     if isinstance(tokenizer, Vocabulary):
         return tokenizer if not eos_ids else Vocabulary(tokenizer.tokens, tokenizer.eos_ids | set(eos_ids))
@@ -254,7 +275,9 @@ def vocabulary(tokenizer, eos_ids=()) -> Vocabulary:
         key = _source_key(tokenizer, backend)
         path = cache_dir() / "vocab" / f"source-{key}.npz" if key else None
         stored = _load(path) if path else None
-        known = Vocabulary(stored[0] if stored else _token_bytes(backend), frozenset(eos))
+        tokens = stored[0] if stored else _token_bytes(backend)
+        eos = {e for e in eos | _config_eos(tokenizer) if 0 <= e < len(tokens)}
+        known = Vocabulary(tokens, frozenset(eos))
         if stored:
             known.__dict__["trie"] = stored[1]  # fills the cached_property
         elif path:

@@ -83,3 +83,15 @@ def test_trie_spells_every_token(tokenizers):
             spelled.append(int(trie.byte[node]))
             node = trie.parent[node]
         assert bytes(reversed(spelled)) == vocab.tokens[token_id]
+
+
+def test_eos_is_the_union_of_tokenizer_and_model_configs(tokenizers, tmp_path):
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizers("smollm2")._tokenizer.backend_tokenizer.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "config.json").write_text(json.dumps({"eos_token_id": 7}))
+    (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [8, 9]}))
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "tokenizer.json"), eos_token="<|im_end|>")
+    tok.name_or_path = str(tmp_path)
+    vocab = constrained.vocabulary(tok)
+    assert {7, 8, 9, tok.eos_token_id} <= vocab.eos_ids
