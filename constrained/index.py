@@ -24,7 +24,8 @@ from .errors import ConstrainedError
 from .vocab import Vocabulary
 
 FINISHED = -2  # the state after EOS: only EOS may follow
-EAGER_MASK_WORK = 4_000_000  # build all masks up front when (live tokens x distinct masks) stays under this
+EAGER_MASK_WORK = 40_000_000  # build all masks up front when (live tokens x distinct masks) stays under this
+MASK_CHUNK_WORK = 2_000_000  # and build them this many (token, mask) pairs at a time
 
 
 class TokenIndex:
@@ -54,8 +55,11 @@ class TokenIndex:
         self._representative[self.mask_id[::-1]] = np.arange(dfa.n_states)[::-1]
         self._masks: list[np.ndarray | None] = [None] * (n_masks + 1)
         self.bias_cache: OrderedDict = OrderedDict()  # the processor's MLX vectors, per mask
-        if len(self._live_tokens) * n_masks <= EAGER_MASK_WORK:
-            self._masks[:n_masks] = list(self._build_masks(self._representative))
+        live = max(len(self._live_tokens), 1)
+        if live * n_masks <= EAGER_MASK_WORK:
+            chunk = max(1, MASK_CHUNK_WORK // live)
+            for first in range(0, n_masks, chunk):
+                self._masks[first:first + chunk] = list(self._build_masks(self._representative[first:first + chunk]))
 
     @property
     def n_states(self) -> int:
