@@ -58,5 +58,6 @@ def encode_exact(tokenizer, text: str) -> list[int] | None:
         head = b"".join(vocab.tokens[i] for i in ids[:cut])
         if head.endswith(b"\n") and spelled[len(head):] == text.encode():
             return ids[cut:]
-    assert not vocab.spells_every_byte, f"cannot encode {text!r} exactly: {ids}"
+    # SentencePiece reads a literal "▁" as a space, so no encoding of it spells it.
+    assert not vocab.spells_every_byte or "\u2581" in text, f"cannot encode {text!r} exactly: {ids}"
     return None

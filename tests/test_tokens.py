@@ -107,3 +107,19 @@ def test_masks_agree_with_the_dfa_on_every_token(tokenizers):
         assert (index.allowed(state) == expected).all()
         packed = np.unpackbits(index.mask(state).view(np.uint8), bitorder="little")[: vocab.size]
         assert (packed.astype(bool) == expected).all()
+
+
+@settings(max_examples=30)
+@given(data=st.data())
+def test_from_regex_strings_of_realistic_patterns_are_accepted(tokenizers, data):
+    """hypothesis' own from_regex as the independent generator, on fixed patterns
+    (without \\d, \\w, \\s, whose Unicode meaning from_regex would use)."""
+    pattern = data.draw(st.sampled_from([p for p in REALISTIC if "\\d" not in p]))
+    tokenizer = tokenizers(data.draw(st.sampled_from(["llama3", "llama2"])))
+    text = data.draw(st.from_regex(pattern, fullmatch=True))
+    matcher = constrained.regex(pattern).matcher(tokenizer)
+    tokens = encode_exact(tokenizer, text)
+    assume(tokens is not None)
+    for token in tokens:
+        matcher.advance(token)
+    assert matcher.is_accepting(), (pattern, text)
