@@ -34,7 +34,7 @@ class TokenIndex:
     def __init__(self, dfa: DFA, vocab: Vocabulary):
         self.dfa = dfa
         self.vocab = vocab
-        self.token_group, self.group_next = _walk(dfa, vocab.trie)
+        self.token_group, self.group_next = walk_trie(dfa, vocab.trie)
         self._check_token_level_liveness()
         self.words = (vocab.size + 31) // 32
         self.eos = np.array(sorted(vocab.eos_ids), dtype=np.int64)
@@ -79,11 +79,6 @@ class TokenIndex:
         if packed is None:
             packed = self._masks[slot] = self._build_masks(None if state == FINISHED else [state])[0]
         return packed
-
-    def allowed(self, state: int) -> np.ndarray:
-        """The same as ``mask(state)``, one bool per token."""
-        bits = np.unpackbits(self.mask(state).view(np.uint8), bitorder="little")
-        return bits[: self.vocab.size].view(bool)
 
     def _build_masks(self, states) -> np.ndarray:
         """Packed masks of ``states`` (None: FINISHED): each token's bit is
@@ -131,7 +126,7 @@ def _first_seen_ids(rows: np.ndarray) -> np.ndarray:
     return rank[inverse.ravel()]
 
 
-def _walk(dfa: DFA, trie) -> tuple[np.ndarray, np.ndarray]:
+def walk_trie(dfa: DFA, trie) -> tuple[np.ndarray, np.ndarray]:
     """(token_group, group_next): each token's group (-1 when it is dead in every
     state) and each group's row of next states (-1 dead)."""
     n_states = dfa.n_states

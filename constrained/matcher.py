@@ -8,13 +8,14 @@ from .errors import ConstrainedError
 from .index import FINISHED, TokenIndex
 
 
-class Matcher:
-    """One sequence's position in a constraint (a DFA over a vocabulary)."""
+class TokenHistory:
+    """What every matcher shares: the tokens consumed and the state after each,
+    so that rollback is popping. Subclasses define advance() and the masks."""
 
-    def __init__(self, index: TokenIndex):
+    def __init__(self, index, start_state):
         self.index = index
         self.vocab = index.vocab
-        self._states = [index.dfa.start]
+        self._states = [start_state]
         self._tokens: list[int] = []
 
     @property
@@ -26,6 +27,49 @@ class Matcher:
     def bias_cache(self):
         """Where a logits processor keeps its MLX mask vectors (shared per index)."""
         return self.index.bias_cache
+
+    def allowed(self) -> np.ndarray:
+        """Boolean mask over the vocabulary of the tokens allowed next."""
+        bits = np.unpackbits(self.mask().view(np.uint8), bitorder="little")
+        return bits[: self.vocab.size].view(bool)
+
+    def is_allowed(self, token: int) -> bool:
+        token = self.vocab.check_token(token)
+        return bool((int(self.mask()[token >> 5]) >> (token & 31)) & 1)
+
+    def accepts(self, tokens) -> bool:
+        """Whether ``tokens`` can all be consumed from here; the matcher is left as it was."""
+        start = self.position
+        try:
+            for t in tokens:
+                self.advance(t)
+            return True
+        except ConstrainedError:
+            return False
+        finally:
+            self.rollback(self.position - start)
+
+    def rollback(self, n: int = 1) -> None:
+        """Forget the last ``n`` tokens."""
+        if not isinstance(n, int) or not 0 <= n <= self.position:
+            raise ConstrainedError(f"cannot roll back {n} tokens: {self.position} have been consumed")
+        if n:
+            del self._states[-n:]
+            del self._tokens[-n:]
+
+    def reset(self) -> None:
+        self.rollback(self.position)
+
+    def text(self) -> str:
+        """The output consumed so far, decoded."""
+        return b"".join(self.vocab.tokens[t] for t in self._tokens).decode(errors="replace")
+
+
+class Matcher(TokenHistory):
+    """One sequence's position in a constraint (a DFA over a vocabulary)."""
+
+    def __init__(self, index: TokenIndex):
+        super().__init__(index, index.dfa.start)
 
     @property
     def state(self) -> int:
@@ -39,16 +83,9 @@ class Matcher:
         """Whether the output so far is complete, so that EOS may come now."""
         return self.is_finished() or bool(self.index.dfa.accepting[self.state])
 
-    def allowed(self) -> np.ndarray:
-        """Boolean mask over the vocabulary of the tokens allowed next."""
-        return self.index.allowed(self.state)
-
     def mask(self) -> np.ndarray:
         """The tokens allowed next as packed bits (see TokenIndex.mask)."""
         return self.index.mask(self.state)
-
-    def is_allowed(self, token: int) -> bool:
-        return bool(self.allowed()[self.vocab.check_token(token)])
 
     def advance(self, token: int) -> None:
         """Consume ``token``; a token the constraint does not allow raises ConstrainedError."""
@@ -67,33 +104,6 @@ class Matcher:
         self._states.append(next_state)
         self._tokens.append(token)
 
-    def accepts(self, tokens) -> bool:
-        """Whether ``tokens`` can all be consumed from here; the matcher is left as it was."""
-        start = self.position
-        try:
-            for t in tokens:
-                self.advance(t)
-            return True
-        except ConstrainedError:
-            return False
-        finally:
-            self.rollback(self.position - start)
-
-    def rollback(self, n: int = 1) -> None:
-        """Forget the last ``n`` tokens."""
-        if not 0 <= n <= self.position:
-            raise ConstrainedError(f"cannot roll back {n} tokens: {self.position} have been consumed")
-        if n:
-            del self._states[-n:]
-            del self._tokens[-n:]
-
-    def reset(self) -> None:
-        self.rollback(self.position)
-
     def forced(self) -> bytes:
         """The bytes that must come next whatever is chosen (empty when there is a choice)."""
         return b"" if self.is_finished() else self.index.dfa.forced(self.state)
-
-    def text(self) -> str:
-        """The output consumed so far, decoded."""
-        return b"".join(self.vocab.tokens[t] for t in self._tokens).decode(errors="replace")
