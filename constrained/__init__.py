@@ -5,6 +5,7 @@ from . import models
 from .constraint import Constraint, choice, regex
 from .errors import ConstrainedError
 from .generate import generate, stream_generate
+from .grammar import Grammar, grammar
 from .matcher import Matcher
 from .processor import LogitsProcessor
 from .vocab import Vocabulary, vocabulary
@@ -12,11 +13,13 @@ from .vocab import Vocabulary, vocabulary
 __all__ = [
     "Constraint",
     "ConstrainedError",
+    "Grammar",
     "LogitsProcessor",
     "Matcher",
     "Vocabulary",
     "choice",
     "generate",
+    "grammar",
     "models",
     "regex",
     "stream_generate",

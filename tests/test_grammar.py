@@ -1,0 +1,368 @@
+"""Lark grammars as constraints: sentences of each shipped grammar are accepted
+token by token, random walks under the mask only ever produce text lark parses
+(with no dead ends), the matcher keeps its contract, and bad grammars are
+refused with a clear message."""
+
+import heapq
+import zlib
+from pathlib import Path
+
+import lark
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from hypothesis.extra.lark import from_lark
+
+import constrained
+from constrained.grammar import MAX_IGNORED
+
+from conftest import encode_exact
+
+GRAMMARS = Path(__file__).resolve().parent.parent / "grammars"
+SHIPPED = ["json", "arithmetic", "sql", "csv"]
+WALK_TOKENIZERS = ["llama3", "llama2", "smollm2"]
+
+EXAMPLES = {
+    "json": [
+        '{"name": "Alice", "age": 30, "tags": ["a", "b"], "ok": true, "x": null}',
+        '[1, 2.5, -3e10, {"k": [false, {}]}, "h\\u00e9llo \\"q\\" \\n", "ünïcödé ✓"]',
+        '{\n  "a": {\n    "b": [1,2,3],\n    "c": "d"\n  }\n}',
+        "0",
+        '""',
+        " [ ] ",
+    ],
+    "arithmetic": ["1 + 2 * 3", "-(4.5 - 2) / --3", "((1))*2-3/4", "7"],
+    "sql": [
+        "SELECT name, age FROM users WHERE age >= 18 AND name <> 'bob' ORDER BY age DESC LIMIT 10",
+        "select * from t",
+        "SELECT COUNT(*) FROM orders GROUP BY customer_id",
+        "SELECT a.x, b FROM a WHERE NOT (x = 1 OR y < 2.5) ORDER BY x, b ASC",
+    ],
+    "csv": ["name,age\nalice,30\nbob,25\n", 'a,b,c\n1,"x, y",3\n', 'h\n"quoted ""q"""\n', "x,y\n"],
+}
+NOT_IN = {
+    "json": ['{"a" 1}', "[1,]", "01", '{"a":}', "tru", "'x'", '"\x01"'],
+    "arithmetic": ["1 +", "(1", "1 2", "*3", ""],
+    "sql": ["SELECT FROM t", "SELECT a FROM", "SELECT a b c FROM t", "SELECT a FROM t WHERE"],
+    "csv": ["", "a,b", 'a\n"x\n'],
+}
+
+
+def grammar_text(name: str) -> str:
+    return (GRAMMARS / f"{name}.lark").read_text()
+
+
+_compiled: dict = {}
+
+
+def compiled(name: str):
+    if name not in _compiled:
+        _compiled[name] = constrained.grammar(GRAMMARS / f"{name}.lark")
+    return _compiled[name]
+
+
+def feed_text(matcher, tokenizer, text: str) -> bool:
+    """Feed ``text`` token by token, checking each token is in the mask; False
+    when the vocabulary cannot spell it."""
+    ids = encode_exact(tokenizer, text)
+    if ids is None:
+        return False
+    matcher.reset()
+    for i in ids:
+        assert matcher.is_allowed(i), (text, matcher.text(), matcher.vocab.tokens[i])
+        matcher.advance(i)
+    return True
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_examples(name, tokenizer):
+    g = compiled(name)
+    m = g.matcher(tokenizer)
+    for text in EXAMPLES[name]:
+        assert g.matches(text), text
+        if feed_text(m, tokenizer, text):
+            assert m.is_accepting(), text
+            eos = sorted(m.vocab.eos_ids)[0]
+            m.advance(eos)
+            assert m.is_finished()
+    for text in NOT_IN[name]:
+        assert not g.matches(text), text
+        ids = encode_exact(tokenizer, text) if text else []
+        if ids is not None:
+            m.reset()
+            assert not (m.accepts(ids) and _ends_accepting(m, ids)), text
+
+
+def _ends_accepting(m, ids) -> bool:
+    m.reset()
+    for i in ids:
+        m.advance(i)
+    return m.is_accepting()
+
+
+def _sentences(name):
+    text = grammar_text(name)
+    explicit = {"WS": st.from_regex(r"[ \t\n\r]{1,6}", fullmatch=True)} if name == "json" else {}
+    if name == "arithmetic":
+        explicit = {"WS": st.sampled_from([" ", "\t", "  "])}
+    if name == "sql":
+        explicit = {"WS": st.sampled_from([" ", "\n", "  "])}
+    return from_lark(lark.Lark(text, start="start"), explicit=explicit)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.parametrize("vocab_name", ["llama3", "llama2"])
+def test_generated_sentences_are_accepted(name, vocab_name, tokenizers):
+    tokenizer = tokenizers(vocab_name)
+    g = compiled(name)
+    m = g.matcher(tokenizer)
+
+    @settings(max_examples=6 if name == "sql" else 12, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(_sentences(name))
+    def check(text):
+        try:
+            text.encode()
+        except UnicodeEncodeError:  # lone surrogates: not text a model can write
+            assume(False)
+        assume("\u2581" not in text)  # SentencePiece's space mark: encode_exact cannot spell it
+        assume(g.matches(text))  # from_lark may glue terminals so that lark lexes them differently
+        assert feed_text(m, tokenizer, text)
+        assert m.is_accepting(), text
+
+    check()
+
+
+def _random_walk(g, tokenizer, rng, max_tokens=60, check_tokens=24):
+    """Random allowed tokens (short ones favoured, EOS often once allowed): the
+    mask is never empty, agrees with advance(), and finished text parses."""
+    m = g.matcher(tokenizer)
+    vocab = m.vocab
+    lengths = np.array([len(t) if t.strip() else 99 for t in vocab.tokens])  # whitespace-only: not short
+    eos = sorted(vocab.eos_ids)
+    for _ in range(max_tokens):
+        allowed = m.allowed()
+        candidates = np.flatnonzero(allowed)
+        assert len(candidates), f"dead end after {m.text()!r}"
+        # advance() agrees with the mask on a sample of tokens
+        for t in rng.choice(vocab.size, check_tokens).tolist() + rng.choice(candidates, 4).tolist():
+            if t in vocab.eos_ids:
+                continue
+            assert m.accepts([t]) == bool(allowed[t]), (m.text(), vocab.tokens[t], allowed[t])
+        if m.is_accepting() and rng.random() < 0.35:
+            assert allowed[eos].all()
+            m.advance(eos[0])
+            break
+        non_eos = candidates[~np.isin(candidates, eos)]
+        if not len(non_eos):
+            m.advance(eos[0])
+            break
+        short = non_eos[lengths[non_eos] <= 2]
+        pool = short if len(short) and rng.random() < 0.6 else non_eos
+        m.advance(int(rng.choice(pool)))
+    if not m.is_finished():
+        _finish(m)
+    text = m.text()
+    g.lark.parse(text)  # raises if lark does not parse it
+    return text
+
+
+_SHORT_BYTES = [*range(32, 127), 10, *range(0x80, 0xC0)]  # with UTF-8 continuation bytes
+
+
+def _finish(m, max_states=50_000):
+    """Complete the output with single-byte tokens along a byte path to a place
+    where EOS is allowed (best-first over the matcher's lexer and parser states,
+    shallow parser stacks first), checking the mask at every step."""
+    tables, state = m.tables, m._states[-1]
+    single = {t: i for i, t in enumerate(m.vocab.tokens) if len(t) == 1 and i not in m.vocab.eos_ids}
+    previous = {state: None}
+    queue = [(len(state[1]), 0, 0, state)]
+    counter = 0
+    while queue:
+        _, depth, _, s = heapq.heappop(queue)
+        if tables.eos_ok(*s):
+            break
+        for b in _SHORT_BYTES:
+            if bytes([b]) not in single:
+                continue
+            n = tables.step(s[0], s[1], bytes([b]))
+            if n is not None and n not in previous:
+                previous[n] = (s, b)
+                counter += 1
+                heapq.heappush(queue, (len(n[1]), depth + 1, counter, n))
+        assert len(previous) < max_states, f"no completion found after {m.text()!r}"
+    else:
+        raise AssertionError(f"dead end: nothing completes {m.text()!r}")
+    path = []
+    while previous[s] is not None:
+        s, b = previous[s]
+        path.append(b)
+    for b in reversed(path):
+        t = single[bytes([b])]
+        assert m.is_allowed(t), (m.text(), bytes([b]))
+        m.advance(t)
+    assert m.is_accepting()
+    m.advance(sorted(m.vocab.eos_ids)[0])
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.parametrize("vocab_name", WALK_TOKENIZERS)
+def test_random_walks_parse(name, vocab_name, tokenizers):
+    g = compiled(name)
+    tokenizer = tokenizers(vocab_name)
+    rng = np.random.default_rng(zlib.crc32(f"{name}-{vocab_name}".encode()))
+    for _ in range(5):
+        _random_walk(g, tokenizer, rng, max_tokens=int(rng.integers(5, 40)))
+
+
+def test_whitespace_is_bounded(tokenizers):
+    g = compiled("json")
+    tok = tokenizers("llama3")
+    m = g.matcher(tok)
+    space = encode_exact(tok, " ")
+    (space,) = space
+    m.advance(encode_exact(tok, "[")[0])
+    for _ in range(MAX_IGNORED):
+        m.advance(space)
+    assert not m.is_allowed(space)
+    assert m.is_allowed(encode_exact(tok, "]")[0])
+    # a longer run is still what lark parses, but not generated
+    assert g.matches("[" + " " * 100 + "]")
+
+
+def test_matcher_contract(tokenizers):
+    tok = tokenizers("llama3")
+    g = compiled("json")
+    m = g.matcher(tok)
+    eos = sorted(m.vocab.eos_ids)[0]
+    with pytest.raises(constrained.ConstrainedError, match="not complete"):
+        m.advance(eos)
+    assert not m.is_accepting() and m.forced() == b""
+    ids = encode_exact(tok, '{"a": tru')
+    for i in ids:
+        m.advance(i)
+    assert m.forced() == b"e"
+    assert m.text() == '{"a": tru'
+    with pytest.raises(constrained.ConstrainedError, match="not allowed"):
+        m.advance(encode_exact(tok, "x")[0])
+    with pytest.raises(constrained.ConstrainedError, match="outside the vocabulary"):
+        m.advance(m.vocab.size)
+    mask = m.mask()
+    assert mask.dtype == np.uint32 and len(mask) == (m.vocab.size + 31) // 32
+    assert mask is m.mask()  # cached: the processor's bias cache relies on it
+    position = m.position
+    for i in encode_exact(tok, "e}"):
+        m.advance(i)
+    assert m.is_accepting()
+    m.rollback(m.position - position)
+    assert m.text() == '{"a": tru' and not m.is_accepting()
+    assert m.mask() is mask
+    for i in encode_exact(tok, "e}"):
+        m.advance(i)
+    m.advance(eos)
+    assert m.is_finished() and m.is_accepting()
+    with pytest.raises(constrained.ConstrainedError, match="after EOS"):
+        m.advance(ids[0])
+    assert m.allowed().sum() == len(m.vocab.eos_ids)
+    with pytest.raises(constrained.ConstrainedError, match="roll back"):
+        m.rollback(m.position + 1)
+    m.reset()
+    assert m.position == 0 and m.text() == ""
+    assert isinstance(m.bias_cache, type(g.matcher(tok).bias_cache)) and m.bias_cache is g.matcher(tok).bias_cache
+
+
+def test_processor(tokenizers):
+    import mlx.core as mx
+
+    tok = tokenizers("llama3")
+    g = constrained.grammar(str(GRAMMARS / "arithmetic.lark"))
+    proc = g.processor(tok)
+    assert isinstance(proc, constrained.LogitsProcessor)
+    vocab = constrained.vocabulary(tok)
+    prompt = mx.array([[1, 2, 3]])
+    out = proc(prompt, mx.zeros((1, vocab.size)))
+    allowed = np.isfinite(np.array(out[0]))
+    assert allowed[encode_exact(tok, "(")[0]] and not allowed[encode_exact(tok, ")")[0]]
+    two = encode_exact(tok, "2")[0]
+    out = proc(mx.array([[1, 2, 3, two]]), mx.zeros((1, vocab.size)))
+    allowed = np.isfinite(np.array(out[0]))
+    assert allowed[sorted(vocab.eos_ids)[0]] and allowed[encode_exact(tok, "+")[0]]
+
+
+def test_keywords_versus_names(tokenizers):
+    """A keyword that a NAME-like regex also matches is the keyword (lark's rule);
+    a longer word is a NAME."""
+    g = constrained.grammar(
+        """
+        start: "if" NAME | NAME NAME
+        NAME: /[a-z]+/
+        %ignore " "
+        """
+    )
+    tok = tokenizers("llama3")
+    m = g.matcher(tok)
+    # where the parser cannot take the keyword, lark's contextual lexer reads a NAME
+    cases = [("if x", True), ("iffy x", True), ("ab cd", True), ("if if", True), ("x if", True), ("if", False), ("iffy", False)]
+    for text, ok in cases:
+        assert g.matches(text) == ok, text
+        m.reset()
+        ids = encode_exact(tok, text)
+        assert (m.accepts(ids) and _ends_accepting(m, ids)) == ok, text
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("start: (", "invalid grammar: Unclosed parenthesis"),
+        ("start: foo", "Rule 'foo' used but not defined"),
+        ("start: FOO", "'FOO' used but not defined"),
+        ('%import nosuch.THING\nstart: "a"', "%import names a grammar that does not exist"),
+        ('start: a | b\na: "x"\nb: "x"', "not LALR\\(1\\): a reduce/reduce conflict"),
+        ('start: start "a"', "language is empty"),
+        ('foo: "a"', "start rule 'start' is not defined"),
+        ('start: X\nX: /a(?=b)/', "terminal X .* lookaround"),
+        ("start: (NAME | INT)+\nNAME: /[a-z0-9]+/\nINT.5: /[0-9]+/", "INT and NAME overlap .* on b'0a' lark takes INT"),
+        ("start: ESCAPED_STRING\n%import common.ESCAPED_STRING", "ESCAPED_STRING uses a lookbehind"),
+        ('start: _INDENT "a"\n%declare _INDENT', "no pattern .*%declare"),
+    ],
+)
+def test_bad_grammars(text, message):
+    with pytest.raises(constrained.ConstrainedError, match=message):
+        constrained.grammar(text)
+
+
+def test_bad_arguments(tmp_path):
+    with pytest.raises(constrained.ConstrainedError, match="does not exist"):
+        constrained.grammar(tmp_path / "missing.lark")
+    with pytest.raises(constrained.ConstrainedError, match="lark grammar text"):
+        constrained.grammar(42)
+    with pytest.raises(constrained.ConstrainedError, match="max_ignored"):
+        constrained.grammar('start: "a"', max_ignored=0)
+    path = tmp_path / "g.lark"
+    path.write_text('start: "a" "b"')
+    assert constrained.grammar(str(path)).matches("ab")
+
+
+@pytest.mark.parametrize("name, prefixes", [
+    ("arithmetic", ["", "(-", "1 +", "((2"]),
+    ("json", ["", '{"a": [1', '[{"b": "x"}, tru', '{"k": -0.5e']),
+    ("sql", ["SELECT", "SELECT a, b FROM t WHERE x", "SELECT COUNT(*) FROM t ORDER BY"]),
+    ("csv", ["a,b\n", 'a,"b""']),
+])
+def test_mask_agrees_with_advance_on_every_token(name, prefixes, tokenizers):
+    """The vectorised mask and the byte-by-byte advance() agree on the whole
+    vocabulary (tokens that span several lexemes included)."""
+    tok = tokenizers("llama2")
+    g = compiled(name)
+    m = g.matcher(tok)
+    tables, vocab = m.tables, m.vocab
+    for prefix in prefixes:
+        assert feed_text(m, tok, prefix)
+        allowed = m.allowed()
+        state = m._states[-1]
+        expected = np.array([
+            bool(t) and i not in vocab.eos_ids and tables.step(state[0], state[1], t) is not None
+            for i, t in enumerate(vocab.tokens)
+        ])
+        expected[sorted(vocab.eos_ids)] = m.is_accepting()
+        assert (allowed == expected).all(), [vocab.tokens[i] for i in np.flatnonzero(allowed != expected)[:10]]
