@@ -13,31 +13,48 @@ from .processor import LogitsProcessor
 from .vocab import Vocabulary, vocabulary
 
 
-class Constraint:
-    """A compiled language. ``matcher(tokenizer)`` follows one sequence;
-    ``processor(tokenizer)`` is an mlx-lm logits processor for one generation."""
+class Compiled:
+    """What every compiled language offers: a token index per vocabulary (built
+    once), matchers over it, and mlx-lm processors. Subclasses say how to build
+    the index and the matcher."""
 
-    def __init__(self, dfa: DFA, description: str):
-        self.dfa = dfa
-        self.description = description
-        self._indexes: "weakref.WeakKeyDictionary[Vocabulary, TokenIndex]" = weakref.WeakKeyDictionary()
+    def __init__(self):
+        self._indexes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-    def __repr__(self) -> str:
-        return f"<Constraint {self.description} ({self.dfa.n_states} states)>"
-
-    def index(self, tokenizer) -> TokenIndex:
+    def index(self, tokenizer):
         """The token index for ``tokenizer`` (built once per vocabulary)."""
         vocab = vocabulary(tokenizer)
         index = self._indexes.get(vocab)
         if index is None:
-            index = self._indexes[vocab] = TokenIndex(self.dfa, vocab)
+            index = self._indexes[vocab] = self._new_index(vocab)
         return index
 
-    def matcher(self, tokenizer) -> Matcher:
-        return Matcher(self.index(tokenizer))
+    def matcher(self, tokenizer):
+        """A matcher following one sequence."""
+        return self._new_matcher(self.index(tokenizer))
 
     def processor(self, tokenizer) -> LogitsProcessor:
+        """An mlx-lm logits processor for one generation."""
         return LogitsProcessor(self.matcher(tokenizer))
+
+
+class Constraint(Compiled):
+    """A compiled regular language. ``matcher(tokenizer)`` follows one sequence;
+    ``processor(tokenizer)`` is an mlx-lm logits processor for one generation."""
+
+    def __init__(self, dfa: DFA, description: str):
+        super().__init__()
+        self.dfa = dfa
+        self.description = description
+
+    def __repr__(self) -> str:
+        return f"<Constraint {self.description} ({self.dfa.n_states} states)>"
+
+    def _new_index(self, vocab: Vocabulary) -> TokenIndex:
+        return TokenIndex(self.dfa, vocab)
+
+    def _new_matcher(self, index: TokenIndex) -> Matcher:
+        return Matcher(index)
 
     def matches(self, text: str) -> bool:
         """Whether ``text`` is in the language."""

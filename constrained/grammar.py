@@ -46,12 +46,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .constraint import Compiled
 from .dfa import DFA, from_regex, gc_paused, minimize
 from .errors import ConstrainedError
 from .index import walk_trie
 from .matcher import TokenHistory
-from .processor import LogitsProcessor
-from .vocab import Trie, Vocabulary, vocabulary
+from .vocab import Trie, Vocabulary, padded_bytes
 
 MAX_IGNORED = 48  # bytes an %ignore'd lexeme (whitespace, a comment) may span
 END = -1  # the parser's end-of-input terminal, $END
@@ -444,34 +444,27 @@ class _Tables:
         return bytes(out)
 
 
-class Grammar:
+class Grammar(Compiled):
     """A compiled Lark grammar. ``matcher(tokenizer)`` follows one sequence;
     ``processor(tokenizer)`` is an mlx-lm logits processor for one generation."""
 
     def __init__(self, lk, text: str, start: str, tables: _Tables, source: str):
+        super().__init__()
         self.lark = lk
         self.text = text
         self.start = start
         self.tables = tables
         self.description = f"grammar from {source} (start={start!r})"
-        self._indexes: "weakref.WeakKeyDictionary[Vocabulary, GrammarIndex]" = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
         t = self.tables
         return f"<Grammar {self.description}: {len(t.names)} terminals, {t.n_states} lexer states>"
 
-    def index(self, tokenizer) -> "GrammarIndex":
-        vocab = vocabulary(tokenizer)
-        index = self._indexes.get(vocab)
-        if index is None:
-            index = self._indexes[vocab] = GrammarIndex(self.tables, vocab)
-        return index
+    def _new_index(self, vocab: Vocabulary) -> "GrammarIndex":
+        return GrammarIndex(self.tables, vocab)
 
-    def matcher(self, tokenizer) -> "GrammarMatcher":
-        return GrammarMatcher(self.index(tokenizer))
-
-    def processor(self, tokenizer) -> LogitsProcessor:
-        return LogitsProcessor(self.matcher(tokenizer))
+    def _new_matcher(self, index: "GrammarIndex") -> "GrammarMatcher":
+        return GrammarMatcher(index)
 
     def matches(self, text: str) -> bool:
         """Whether lark parses ``text`` with this grammar."""
@@ -491,13 +484,7 @@ def _token_matrix(vocab: Vocabulary):
     """The vocabulary's bytes as a zero-padded (size, longest) uint8 matrix, and lengths."""
     hit = _TOKEN_BYTES.get(vocab)
     if hit is None:
-        lengths = np.fromiter(map(len, vocab.tokens), dtype=np.int64, count=vocab.size)
-        matrix = np.zeros((vocab.size, max(1, int(lengths.max()))), dtype=np.uint8)
-        flat = np.frombuffer(b"".join(vocab.tokens), dtype=np.uint8)
-        rows = np.repeat(np.arange(vocab.size), lengths)
-        cols = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        matrix[rows, cols] = flat
-        hit = _TOKEN_BYTES[vocab] = (matrix, lengths)
+        hit = _TOKEN_BYTES[vocab] = padded_bytes(vocab.tokens)
     return hit
 
 

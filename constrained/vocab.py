@@ -90,6 +90,16 @@ class Vocabulary:
         return int(token)
 
 
+def padded_bytes(tokens: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """The tokens' bytes as a zero-padded (count, longest) uint8 matrix, and their lengths."""
+    lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+    matrix = np.zeros((len(tokens), max(1, int(lengths.max(initial=0)))), dtype=np.uint8)
+    flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
+    rows = np.repeat(np.arange(len(tokens)), lengths)
+    matrix[rows, np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)] = flat
+    return matrix, lengths
+
+
 @dataclass(eq=False)
 class Trie:
     """The vocabulary's distinct byte strings as a trie, nodes in breadth-first order.
@@ -112,15 +122,11 @@ class Trie:
 
     @classmethod
     def build(cls, tokens: list[bytes]) -> "Trie":
-        token_lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+        all_padded, token_lengths = padded_bytes(tokens)
         spelled = np.flatnonzero(token_lengths)
         lengths = token_lengths[spelled]
-        width = int(lengths.max())
-        padded = np.zeros((len(spelled), width), dtype=np.uint8)
-        flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
-        rows = np.repeat(np.arange(len(spelled)), lengths)
-        starts = np.cumsum(lengths) - lengths
-        padded[rows, np.arange(len(flat)) - np.repeat(starts, lengths)] = flat
+        width = all_padded.shape[1]
+        padded = all_padded[spelled]
         # Sort the byte strings (memcmp order of the zero-padded rows, shorter
         # first on ties) and keep one of each.
         by_length = np.argsort(lengths, kind="stable")
