@@ -60,7 +60,8 @@ from .vocab import Vocabulary, padded_bytes
 
 MAX_IGNORED = 48  # bytes an %ignore'd lexeme (whitespace, a comment) may span
 _MASK_CACHE = 50_000  # packed masks kept per grammar and vocabulary (16 KB each on 128k tokens)
-_WALK_CACHE = 2_000  # token walks kept per grammar and vocabulary
+_WALK_CACHE = 2_000  # token walks from a lexer state kept per grammar and vocabulary
+_NODE_CACHE = 50_000  # walks of tokens that crossed into a new lexeme, kept likewise
 _CONTEXT_CACHE = 100_000  # parser stacks kept per grammar
 
 
@@ -349,8 +350,8 @@ class _Walk:
     lexeme and end where a valid terminal can still complete; ``zero_bits``
     (packed) those whose first byte already starts a new lexeme, after the current
     one is emitted as ``zero_term``; ``later``: per terminal emitted, the tokens
-    that leave the lexeme after one byte or more, sorted by the byte that starts
-    the next lexeme (``offsets``: where it is; ``byte_starts``: bucket bounds)."""
+    that leave the lexeme after one byte or more, with the offset of the byte that
+    starts the next lexeme."""
 
     __slots__ = ("inside", "zero_term", "zero_bits", "later")
 
@@ -378,7 +379,8 @@ class GrammarIndex:
         self._next_by_state, token_group = _state_table(self.lexer.dfa(), vocab.trie)
         self._usable_group = token_group[self._usable]
         self.words = (vocab.size + 31) // 32
-        self._walks: OrderedDict = OrderedDict()
+        self._walks: dict = {}
+        self._nodes: dict = {}
         self._masks = SuffixMemo(_MASK_CACHE)
         self.bias_cache: OrderedDict = OrderedDict()
         self._eos_only = self._pack_ids(self.eos)
@@ -405,23 +407,15 @@ class GrammarIndex:
         return packed
 
     def _mask(self, q: int, stack: tuple) -> np.ndarray:
-        language, lexer = self.language, self.lexer
+        language = self.language
         ctx, _ = language.context(stack)
         walk = self._walk_from(q, ctx)
         words = walk.inside.copy()
         if walk.zero_term >= 0:
             words |= self.mask(*language.after(stack, walk.zero_term)) & walk.zero_bits
         found = []
-        for term, (tok, offsets, byte_starts) in walk.later.items():
-            q2, stack2 = language.after(stack, term)
-            if stack2 is None:
-                continue
-            # Only tokens whose next byte can start a lexeme there go on.
-            fits = np.flatnonzero(language.context(stack2)[0].alive_lark[lexer.trans[q2, :]])
-            picked = [np.arange(byte_starts[b], byte_starts[b + 1]) for b in fits.tolist() if byte_starts[b + 1] > byte_starts[b]]
-            if picked:
-                pick = np.concatenate(picked)
-                found.append(self._cross(tok[pick], offsets[pick], q2, stack2))
+        for term, (tok, off) in walk.later.items():
+            found += self._follow((q, ctx.key, term), tok, off, *language.after(stack, term))
         if found:
             words |= self._pack_ids(np.concatenate(found))
         if language.eos_ok(q, stack):
@@ -434,7 +428,6 @@ class GrammarIndex:
         key = (q, ctx.key)
         hit = self._walks.get(key)
         if hit is not None:
-            self._walks.move_to_end(key)
             return hit
         usable = self._usable
         inside = np.zeros(self.vocab.size, dtype=bool)
@@ -448,19 +441,11 @@ class GrammarIndex:
         inside[ended[ctx.alive_valid[end_state]]] = True
         zero_term = int(ctx.choice[q])
         zero_bits = self._pack_ids(usable[first_out]) if zero_term >= 0 else None
-        later = {}
-        term = ctx.choice[b_state]
-        for t in np.unique(term[term >= 0]).tolist():
-            sel = term == t
-            tok_t, off_t = b_tok[sel], b_off[sel]
-            nxt = self.bytes[tok_t, off_t]
-            order = np.argsort(nxt, kind="stable")
-            byte_starts = np.searchsorted(nxt[order], np.arange(257))
-            later[t] = (tok_t[order].astype(np.int32), off_t[order].astype(np.int16), byte_starts)
+        later = _by_terminal(b_tok, b_off, ctx.choice[b_state])
         result = _Walk(self._pack_bool(inside), zero_term, zero_bits, later)
+        if len(self._walks) >= _WALK_CACHE:
+            self._walks.clear()
         self._walks[key] = result
-        if len(self._walks) > _WALK_CACHE:
-            self._walks.popitem(last=False)
         return result
 
     def _pack_bool(self, allowed: np.ndarray) -> np.ndarray:
@@ -469,7 +454,30 @@ class GrammarIndex:
         words[: len(bits)] = bits
         return words.view(np.uint32)
 
-    def _walk(self, tok, off, q, ctx):
+    def _follow(self, path: tuple, tok, off, q: int, stack) -> list:
+        """Arrays of the tokens among ``tok`` whose bytes from ``off`` on are allowed
+        from a fresh lexeme in state ``q`` with ``stack`` (None: rejected). The
+        tokens are walked together through the lexeme, then grouped by the terminal
+        emitted, lexeme after lexeme. Each walk is remembered under its path of
+        lexer states and contexts (which decides ``tok``), so a new stack in a known
+        situation only asks the parser again."""
+        if stack is None:
+            return []
+        ctx = self.language.context(stack)[0]
+        key = (path, q, ctx.key)
+        node = self._nodes.get(key)
+        if node is None:
+            ended, end_state, b_tok, b_off, b_state = self._walk(tok, off, q, ctx)
+            node = (ended[ctx.alive_valid[end_state]], _by_terminal(b_tok, b_off, ctx.choice[b_state]))
+            if len(self._nodes) >= _NODE_CACHE:
+                self._nodes.clear()
+            self._nodes[key] = node
+        found = [node[0]]
+        for term, (tok2, off2) in node[1].items():
+            found += self._follow((key, term), tok2, off2, *self.language.after(stack, term))
+        return found
+
+    def _walk(self, tok, off, q: int, ctx):
         """Walk tokens ``tok`` from byte ``off`` in lexer state ``q`` until each ends
         (-> ended tokens and their states) or leaves the lexeme (-> token, offset
         of the byte that does not fit, state before it)."""
@@ -499,90 +507,10 @@ class GrammarIndex:
             pos = pos + 1
         return _cat(ended), _cat(end_state), _cat(b_tok), _cat(b_off), _cat(b_p)
 
-    def _cross(self, tok, off, q: int, stack: tuple) -> np.ndarray:
-        """Tokens that, from a fresh lexeme in state ``q`` with ``stack``, can spell
-        their bytes from ``off`` on: all followed at once, whatever parser stacks
-        they reach. Each token carries a lexer state and a stack id; every byte
-        position is one vectorised step, and the parser only runs once per distinct
-        (stack, emitted terminal) pair."""
-        language, trans, matrix = self.language, self.lexer.trans, self.bytes
-        stacks: list = []
-        sid_of: dict = {}
-        width = self.lexer.n_states + 1
-        # Per stack id: the context's arrays, in rows of matrices that grow by doubling.
-        rows = {"lark": np.zeros((4, width), dtype=bool), "valid": np.zeros((4, width), dtype=bool),
-                "choice": np.full((4, width), -1, dtype=np.int64)}
-        emitted: dict = {}  # (stack id, terminal) -> (stack id, fresh lexer state), or None if rejected
 
-        def sid(st: tuple) -> int:
-            i = sid_of.get(st)
-            if i is None:
-                i = sid_of[st] = len(stacks)
-                stacks.append(st)
-                if i == len(rows["lark"]):
-                    for name, m in rows.items():
-                        grown = np.empty((2 * len(m), width), dtype=m.dtype)
-                        grown[: len(m)] = m
-                        rows[name] = grown
-                ctx = language.context(st)[0]
-                rows["lark"][i], rows["valid"][i], rows["choice"][i] = ctx.alive_lark, ctx.alive_valid, ctx.choice
-            return i
-
-        def emit(sids, terms):
-            """(stack ids, fresh lexer states) after emitting ``terms``."""
-            n_terms = len(language.names)
-            uniq, inverse = np.unique(sids * n_terms + terms, return_inverse=True)
-            new_sid = np.empty(len(uniq), dtype=np.int64)
-            new_q = np.empty(len(uniq), dtype=np.int64)
-            for j, key in enumerate(uniq.tolist()):
-                hit = emitted.get(key)
-                if hit is None:
-                    s_id, t = divmod(key, n_terms)
-                    q2, st2 = language.after(stacks[s_id], t)
-                    hit = emitted[key] = (sid(st2), q2)
-                new_sid[j], new_q[j] = hit
-            return new_sid[inverse.ravel()], new_q[inverse.ravel()]
-
-        tok = tok.astype(np.int64)
-        pos = off.astype(np.int64)
-        cur = np.full(len(tok), sid(stack), dtype=np.int64)
-        state = trans[q, matrix[tok, pos]].astype(np.int64)  # the caller checked this byte fits
-        pos = pos + 1
-        lengths = self.lengths[tok]
-        found = []
-        while len(tok):
-            lark, valid, choice = rows["lark"], rows["valid"], rows["choice"]
-            done = pos >= lengths
-            if done.any():
-                found.append(tok[done][valid[cur[done], state[done]]])
-                keep = ~done
-                tok, pos, state, cur, lengths = tok[keep], pos[keep], state[keep], cur[keep], lengths[keep]
-                if not len(tok):
-                    break
-            byte = matrix[tok, pos]
-            nxt = trans[state, byte]
-            out = ~lark[cur, nxt]
-            if out.any():
-                # The lexeme ends before this byte: emit its terminal, start the next one with the byte.
-                t = choice[cur[out], state[out]]
-                emits = t >= 0
-                idx = np.flatnonzero(out)
-                drop = idx[~emits]
-                idx = idx[emits]
-                if len(idx):
-                    s2, q2 = emit(cur[idx], t[emits])
-                    lark = rows["lark"]  # new stacks may have been added (and the matrix grown)
-                    n2 = trans[q2, byte[idx]]
-                    fits = lark[s2, n2]
-                    cur[idx], nxt[idx] = s2, n2
-                    drop = np.concatenate([drop, idx[~fits]])
-                if len(drop):
-                    keep = np.ones(len(tok), dtype=bool)
-                    keep[drop] = False
-                    tok, pos, cur, lengths, nxt = tok[keep], pos[keep], cur[keep], lengths[keep], nxt[keep]
-            state = nxt.astype(np.int64)
-            pos = pos + 1
-        return _cat(found)
+def _by_terminal(tok, off, term) -> dict:
+    """{terminal: (tokens, offsets)} for tokens leaving a lexeme emitted as ``term`` (-1: dropped)."""
+    return {t: (tok[term == t], off[term == t]) for t in np.unique(term[term >= 0]).tolist()}
 
 
 def _cat(parts) -> np.ndarray:
