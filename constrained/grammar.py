@@ -59,7 +59,7 @@ from .matcher import TokenHistory
 from .vocab import Vocabulary, padded_bytes
 
 MAX_IGNORED = 48  # bytes an %ignore'd lexeme (whitespace, a comment) may span
-_MASK_CACHE = 50_000  # packed masks kept per grammar and vocabulary (16 KB each on 128k tokens)
+_MASK_CACHE = 50_000  # masks kept per grammar and vocabulary, keyed by stack suffix (equal masks share one array)
 _WALK_CACHE = 2_000  # token walks from a lexer state kept per grammar and vocabulary
 _NODE_CACHE = 50_000  # walks of tokens that crossed into a new lexeme, kept likewise
 _CONTEXT_CACHE = 100_000  # parser stacks kept per grammar
@@ -376,12 +376,13 @@ class GrammarIndex:
         self._first_byte = self.bytes[self._usable, 0]
         # Where each token leads from every lexer state while some terminal stays
         # alive: index.py's trie walk over the lexer's automaton.
-        self._next_by_state, token_group = _state_table(self.lexer.dfa(), vocab.trie)
-        self._usable_group = token_group[self._usable]
+        self._next_by_state, self._token_group = _state_table(self.lexer.dfa(), vocab.trie)
+        self._usable_group = self._token_group[self._usable]
         self.words = (vocab.size + 31) // 32
         self._walks: dict = {}
         self._nodes: dict = {}
         self._masks = SuffixMemo(_MASK_CACHE)
+        self._distinct: dict = {}
         self.bias_cache: OrderedDict = OrderedDict()
         self._eos_only = self._pack_ids(self.eos)
 
@@ -395,6 +396,17 @@ class GrammarIndex:
     def finished_mask(self) -> np.ndarray:
         return self._eos_only
 
+    def step(self, q: int, stack: tuple, token: int):
+        """(lexer state, stack) after ``token`` (not EOS), or None where it is not allowed."""
+        data = self.vocab.tokens[token]
+        if not data:
+            return None
+        ctx = self.language.context(stack)[0]
+        end = self._next_by_state[q, self._token_group[token]]
+        if ctx.alive_lark[end]:  # the token stays inside the lexeme: one lookup
+            return (int(end), stack) if ctx.alive_valid[end] else None
+        return self.language.step(q, stack, data)
+
     def mask(self, q: int, stack: tuple) -> np.ndarray:
         parser = self.parser
         hit = self._masks.get(q, stack)
@@ -403,8 +415,16 @@ class GrammarIndex:
             return hit[1]
         with parser.reading(stack) as depth:
             packed = self._mask(q, stack)
+            packed = self._shared(packed)
             self._masks.put(q, stack, depth(), packed)
         return packed
+
+    def _shared(self, packed: np.ndarray) -> np.ndarray:
+        """The one stored copy of a mask equal to ``packed`` (most stacks share a few masks)."""
+        if len(self._distinct) >= _MASK_CACHE:
+            self._distinct.clear()
+        same = self._distinct.setdefault(hash(packed.tobytes()), packed)
+        return same if same is packed or np.array_equal(same, packed) else packed
 
     def _mask(self, q: int, stack: tuple) -> np.ndarray:
         language = self.language
@@ -570,11 +590,10 @@ class GrammarMatcher(TokenHistory):
         elif state is None:
             raise ConstrainedError(f"cannot advance by token {token} after EOS: the output is complete")
         else:
-            data = self.vocab.tokens[token]
-            nxt = self.language.step(state[0], state[1], data) if data else None
+            nxt = self.index.step(state[0], state[1], token)
             if nxt is None:
                 raise ConstrainedError(
-                    f"token {token} ({data!r}) is not allowed after {self.text()!r} by the grammar"
+                    f"token {token} ({self.vocab.tokens[token]!r}) is not allowed after {self.text()!r} by the grammar"
                 )
         self._states.append(nxt)
         self._tokens.append(token)

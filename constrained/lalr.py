@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 END = -1  # the parser's end-of-input terminal, $END
 _MISSING = object()
+_WHOLE_LIMIT = 8192
 
 
 class SuffixMemo:
@@ -26,7 +27,7 @@ class SuffixMemo:
         self.limit = limit
         self._depths: dict = {}  # (key, top state) -> depths stored, ascending
         self._values: dict = {}  # (key, suffix) -> value
-        self._whole: dict = {}  # (key, whole stack) -> (depth, value): the same, found in one lookup
+        self._whole: dict = {}  # (key, whole stack) -> (depth, value): recent hits, found in one lookup
 
     def get(self, key, stack: tuple):
         """(depth, value) stored for a suffix of ``stack``, or None."""
@@ -36,7 +37,7 @@ class SuffixMemo:
         for depth in self._depths.get((key, stack[-1]), ()):
             value = self._values.get((key, stack[-depth:]), _MISSING)
             if value is not _MISSING:
-                if len(self._whole) >= self.limit:
+                if len(self._whole) >= _WHOLE_LIMIT:  # small, so that clearing it never stalls a step
                     self._whole.clear()
                 self._whole[(key, stack)] = (depth, value)
                 return depth, value
