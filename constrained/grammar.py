@@ -121,7 +121,8 @@ def _lark(text: str, start: str, import_paths, strict: bool = False):
     if not isinstance(start, str):
         raise ConstrainedError(f"start is the name of a rule, got {start!r}")
     try:
-        return lark.Lark(text, parser="lalr", lexer="contextual", start=start, import_paths=import_paths, strict=strict)
+        # The parse table does not depend on lark's lexer; the basic one is the cheapest to build.
+        return lark.Lark(text, parser="lalr", lexer="basic", start=start, import_paths=import_paths, strict=strict)
     except GrammarError as e:
         message = str(e).strip()
         if "Shift/Reduce conflict" in message:
@@ -319,6 +320,7 @@ class Grammar(Compiled):
         self.language = language
         self.description = description
         self._lark_lexes = lark_lexes
+        self._lark_parser = None
 
     def __repr__(self) -> str:
         return (f"<Grammar {self.description}: {len(self.language.names)} terminals, "
@@ -335,10 +337,17 @@ class Grammar(Compiled):
         terminals lark can lex), else this engine accepts its bytes."""
         if not self._lark_lexes:
             return self.language.matches(text.encode())
+        import lark
         from lark.exceptions import LarkError
 
+        if self._lark_parser is None:  # lark's own contextual lexer, as the reference
+            options = self.lark.options
+            self._lark_parser = lark.Lark(
+                self.lark.source_grammar, parser="lalr", lexer="contextual", start=options.start,
+                import_paths=options.import_paths,
+            )
         try:
-            self.lark.parse(text)
+            self._lark_parser.parse(text)
             return True
         except LarkError:
             return False
@@ -374,10 +383,10 @@ class GrammarIndex:
         usable[self.eos] = False
         self._usable = np.flatnonzero(usable)
         self._first_byte = self.bytes[self._usable, 0]
-        # Where each token leads from every lexer state while some terminal stays
-        # alive: index.py's trie walk over the lexer's automaton.
-        self._next_by_state, self._token_group = _state_table(self.lexer.dfa(), vocab.trie)
-        self._usable_group = self._token_group[self._usable]
+        # Where each token leads from a lexer state while some terminal stays alive:
+        # combined, per state on first use, from each terminal's own token table.
+        self._tables = [_terminal_table(dfa, vocab) for dfa in self.lexer.dfas]
+        self._rows: dict = {}
         self.words = (vocab.size + 31) // 32
         self._walks: dict = {}
         self._nodes: dict = {}
@@ -385,6 +394,34 @@ class GrammarIndex:
         self._distinct: dict = {}
         self.bias_cache: OrderedDict = OrderedDict()
         self._eos_only = self._pack_ids(self.eos)
+
+    def _row(self, q: int) -> np.ndarray:
+        """For every token, the lexer state after its bytes from ``q`` while some
+        terminal stays alive, else the dead sentinel (cached per state)."""
+        row = self._rows.get(q)
+        if row is not None:
+            return row
+        lexer = self.lexer
+        n = lexer.n_states
+        alive = np.flatnonzero(lexer.components[q] >= 0)
+        # Each live terminal's state after each token, then one product state per distinct combination.
+        ends = [self._tables[k][0][lexer.components[q, k], self._tables[k][1]] for k in alive]
+        code = np.zeros(self.vocab.size, dtype=np.int64)
+        for end, k in zip(ends, alive):  # one code per distinct combination of the live terminals' states
+            size = self._tables[k][0].shape[0] + 1
+            if int(code.max()) >= 2**62 // size:
+                code = np.unique(code, return_inverse=True)[1].ravel().astype(np.int64)
+            code = code * size + (end + 1)
+        _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+        state = np.full(lexer.components.shape[1], -1, dtype=np.int64)
+        target = np.empty(len(first), dtype=np.int32)
+        for i, t in enumerate(first.tolist()):
+            state[alive] = [int(end[t]) for end in ends]
+            target[i] = lexer.state_of.get(tuple(state.tolist()), n)
+        row = target[inverse.ravel()].astype(np.int16 if n < 32767 else np.int32)
+        row[self.eos] = n
+        self._rows[q] = row
+        return row
 
     def _pack_ids(self, ids) -> np.ndarray:
         """Packed words with the bits of ``ids`` set."""
@@ -402,7 +439,7 @@ class GrammarIndex:
         if not data:
             return None
         ctx = self.language.context(stack)[0]
-        end = self._next_by_state[q, self._token_group[token]]
+        end = self._row(q)[token]
         if ctx.alive_lark[end]:  # the token stays inside the lexeme: one lookup
             return (int(end), stack) if ctx.alive_valid[end] else None
         return self.language.step(q, stack, data)
@@ -453,7 +490,7 @@ class GrammarIndex:
         inside = np.zeros(self.vocab.size, dtype=bool)
         # Tokens whose first byte does not fit the lexeme leave it at once.
         first_out = ~ctx.alive_lark[self.lexer.trans[q]][self._first_byte]
-        end = self._next_by_state[q][self._usable_group]  # group -1 picks the last column, the sentinel
+        end = self._row(q)[usable]
         stays = ctx.alive_lark[end]  # the whole token stays inside the lexeme
         inside[usable[stays & ctx.alive_valid[end]]] = True
         tok = usable[~stays & ~first_out]  # these leave the lexeme after a byte or more, or die
@@ -548,16 +585,23 @@ def _token_matrix(vocab: Vocabulary):
     return hit
 
 
-def _state_table(dfa: DFA, trie):
-    """(table, token_group): ``table[q, token_group[t]]`` is the lexer state after
-    token t's bytes from state q while some terminal stays alive, else the
-    sentinel n (also for group -1, the last column)."""
-    token_group, group_next = walk_trie(dfa, trie)
-    n = dfa.n_states
-    dtype = np.int16 if n < 32767 else np.int32
-    table = np.full((n + 1, group_next.shape[0] + 1), n, dtype=dtype)
-    table[:n, :-1] = np.where(group_next < 0, n, group_next).T
-    return table, token_group
+_TERMINAL_TABLES: "weakref.WeakKeyDictionary[Vocabulary, dict]" = weakref.WeakKeyDictionary()
+
+
+def _terminal_table(dfa: DFA, vocab: Vocabulary):
+    """(table, token_group) of one terminal over a vocabulary: ``table[s,
+    token_group[t]]`` is the terminal's state after token t from state s, -1 when
+    it dies (also in the last column, for tokens dead everywhere). Shared by every
+    grammar with the same terminal (JSON strings, numbers, whitespace ...)."""
+    per_vocab = _TERMINAL_TABLES.setdefault(vocab, {})
+    key = (dfa.transitions.tobytes(), dfa.accepting.tobytes())
+    hit = per_vocab.get(key)
+    if hit is None:
+        token_group, group_next = walk_trie(dfa, vocab.trie)
+        table = np.full((dfa.n_states, group_next.shape[0] + 1), -1, dtype=group_next.dtype)
+        table[:, :-1] = group_next.T
+        hit = per_vocab[key] = (table, token_group)
+    return hit
 
 
 class GrammarMatcher(TokenHistory):

@@ -162,7 +162,7 @@ def _random_walk(g, tokenizer, rng, max_tokens=60, check_tokens=24):
     if not m.is_finished():
         _finish(m)
     text = m.text()
-    g.lark.parse(text)  # raises if lark does not parse it
+    assert g.matches(text), f"lark does not parse {text!r}"
     return text
 
 
