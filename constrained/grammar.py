@@ -43,6 +43,8 @@ remembered under the top states of the stack it read (lalr.SuffixMemo), so
 the same situation at another nesting depth costs a dictionary lookup.
 """
 
+import hashlib
+import os
 import weakref
 from collections import OrderedDict
 from pathlib import Path
@@ -56,6 +58,7 @@ from .index import walk_trie
 from .lalr import END, ParseTable, SuffixMemo
 from .lexer import Lexer, bounded
 from .matcher import TokenHistory
+from .models import cache_dir
 from .vocab import Vocabulary, padded_bytes
 
 MAX_IGNORED = 48  # bytes an %ignore'd lexeme (whitespace, a comment) may span
@@ -594,14 +597,31 @@ def _terminal_table(dfa: DFA, vocab: Vocabulary):
     it dies (also in the last column, for tokens dead everywhere). Shared by every
     grammar with the same terminal (JSON strings, numbers, whitespace ...)."""
     per_vocab = _TERMINAL_TABLES.setdefault(vocab, {})
-    key = (dfa.transitions.tobytes(), dfa.accepting.tobytes())
+    key = hashlib.sha256(dfa.transitions.tobytes() + dfa.accepting.tobytes()).hexdigest()[:32]
     hit = per_vocab.get(key)
     if hit is None:
-        token_group, group_next = walk_trie(dfa, vocab.trie)
-        table = np.full((dfa.n_states, group_next.shape[0] + 1), -1, dtype=group_next.dtype)
-        table[:, :-1] = group_next.T
-        hit = per_vocab[key] = (table, token_group)
+        hit = per_vocab[key] = _stored_table(dfa, vocab, key)
     return hit
+
+
+def _stored_table(dfa: DFA, vocab: Vocabulary, key: str):
+    """A terminal's token table, kept on disk when it was slow to build (a JSON
+    string's takes ~0.15 s on 128k tokens; a keyword's, milliseconds)."""
+    path = cache_dir() / "tables" / f"{vocab.fingerprint}-{key}.npz"
+    try:
+        with np.load(path) as data:
+            return data["table"], data["token_group"]
+    except (OSError, KeyError, ValueError):
+        pass
+    token_group, group_next = walk_trie(dfa, vocab.trie)
+    table = np.full((dfa.n_states, group_next.shape[0] + 1), -1, dtype=group_next.dtype)
+    table[:, :-1] = group_next.T
+    if table.size > 100_000:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
+        np.savez(tmp, table=table, token_group=token_group)
+        os.replace(tmp, path)
+    return table, token_group
 
 
 class GrammarMatcher(TokenHistory):
