@@ -10,7 +10,6 @@ import keyword
 import re
 import warnings
 import zlib
-from pathlib import Path
 
 import lark
 import numpy as np
@@ -21,9 +20,8 @@ from hypothesis.extra.lark import from_lark
 import constrained
 from constrained.grammar import MAX_IGNORED
 
-from conftest import encode_exact
+from conftest import GRAMMARS, compiled, encode_exact
 
-GRAMMARS = Path(__file__).resolve().parent.parent / "grammars"
 SHIPPED = ["json", "arithmetic", "sql", "csv", "python_call"]
 WALK_TOKENIZERS = ["llama3", "llama2", "smollm2"]
 
@@ -69,15 +67,6 @@ NOT_IN = {
 
 def grammar_text(name: str) -> str:
     return (GRAMMARS / f"{name}.lark").read_text()
-
-
-_compiled: dict = {}
-
-
-def compiled(name: str):
-    if name not in _compiled:
-        _compiled[name] = constrained.grammar(GRAMMARS / f"{name}.lark")
-    return _compiled[name]
 
 
 def feed_text(matcher, tokenizer, text: str) -> bool:
