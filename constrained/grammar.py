@@ -44,8 +44,10 @@ the same situation at another nesting depth costs a dictionary lookup.
 """
 
 import hashlib
+import logging
 import os
 import weakref
+from contextlib import contextmanager
 from collections import OrderedDict
 from pathlib import Path
 
@@ -125,13 +127,11 @@ def _lark(text: str, start: str, import_paths, strict: bool = False):
         raise ConstrainedError(f"start is the name of a rule, got {start!r}")
     try:
         # The parse table does not depend on lark's lexer; the basic one is the cheapest to build.
-        return lark.Lark(text, parser="lalr", lexer="basic", start=start, import_paths=import_paths, strict=strict)
+        # (lark's own strict mode also wants interegular for its lexer: conflicts are read from its log.)
+        with _shift_reduce_conflicts() as conflicts:
+            lk = lark.Lark(text, parser="lalr", lexer="basic", start=start, import_paths=import_paths)
     except GrammarError as e:
         message = str(e).strip()
-        if "Shift/Reduce conflict" in message:
-            raise ConstrainedError(
-                f"the grammar is not LALR(1) (strict mode): a shift/reduce conflict. {message}"
-            ) from None
         if "Reduce/Reduce collision" in message:
             raise ConstrainedError(
                 f"the grammar is not LALR(1): a reduce/reduce conflict. {message}\n"
@@ -150,6 +150,34 @@ def _lark(text: str, start: str, import_paths, strict: bool = False):
         raise ConstrainedError(f"invalid grammar: {str(e).strip()}") from None
     except (ValueError, TypeError, KeyError, AssertionError) as e:  # lark's own checks on odd input
         raise ConstrainedError(f"invalid grammar: {type(e).__name__}: {e}") from None
+    if strict and conflicts:
+        raise ConstrainedError(f"the grammar is not LALR(1) (strict mode): a shift/reduce conflict for {conflicts[0]}")
+    return lk
+
+
+@contextmanager
+def _shift_reduce_conflicts():
+    """The shift/reduce conflicts lark resolves (as shifts) inside the block, from its log."""
+    from lark import logger
+
+    found: list = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            message = record.getMessage()
+            if message.startswith("Shift/Reduce conflict for terminal"):
+                found.append(message.split("terminal ", 1)[1].split(":")[0])
+            elif found and message.startswith(" * "):
+                found[-1] += f" between shifting it and reducing {message[3:]}"
+
+    handlers, level = logger.handlers, logger.level
+    logger.handlers = [Collect()]
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield found
+    finally:
+        logger.handlers = handlers
+        logger.setLevel(level)
 
 
 def _compile(lk, start: str, max_ignored: int, terminals: dict) -> "_Language":

@@ -468,3 +468,10 @@ def test_masks_are_reused_at_any_depth(tokenizers, monkeypatch):
     monkeypatch.undo()
     fresh = masks_along(constrained.grammar(GRAMMARS / "json.lark"), 40)
     assert all((a == b).all() for a, b in zip(deep, fresh))
+
+
+def test_strict_refuses_shift_reduce_conflicts():
+    text = 'start: x | x "a" | y\nx: "b"\ny: "b" "a"'
+    assert constrained.grammar(text).matches("ba")  # lark resolves the conflict as a shift
+    with pytest.raises(constrained.ConstrainedError, match="shift/reduce conflict for A"):
+        constrained.grammar(text, strict=True)
