@@ -416,13 +416,14 @@ class GrammarIndex:
         self._first_byte = self.bytes[self._usable, 0]
         # Where each token leads from a lexer state while some terminal stays alive:
         # combined, per state on first use, from each terminal's own token table.
-        self._tables = [_terminal_table(dfa, vocab) for dfa in self.lexer.dfas]
+        self._terminals = [_terminal_tokens(dfa, vocab) for dfa in self.lexer.dfas]
         self._rows: dict = {}
         self.words = (vocab.size + 31) // 32
         self._walks: dict = {}
         self._nodes: dict = {}
         self._completing: dict = {}
         self._singles: dict = {}
+        self._nothing = np.zeros(self.words, dtype=np.uint32)
         self._masks = SuffixMemo(_MASK_CACHE)
         self._distinct: dict = {}
         self.bias_cache: OrderedDict = OrderedDict()
@@ -439,16 +440,16 @@ class GrammarIndex:
         alive = np.flatnonzero(lexer.components[q] >= 0)
         if len(alive) == 1:  # inside most lexemes one terminal is left: one lookup per token
             k = int(alive[0])
-            table, group = self._tables[k]
+            table, group = self._terminals[k].table, self._terminals[k].group
             row = self._single(k)[table[lexer.components[q, k], group]]
             row[self.eos] = n
             self._rows[q] = row
             return row
         # Each live terminal's state after each token, then one product state per distinct combination.
-        ends = [self._tables[k][0][lexer.components[q, k], self._tables[k][1]] for k in alive]
+        ends = [self._terminals[k].table[lexer.components[q, k], self._terminals[k].group] for k in alive]
         code = np.zeros(self.vocab.size, dtype=np.int64)
         for end, k in zip(ends, alive):  # one code per distinct combination of the live terminals' states
-            size = self._tables[k][0].shape[0] + 1
+            size = self._terminals[k].table.shape[0] + 1
             if int(code.max()) >= 2**62 // size:
                 code = np.unique(code, return_inverse=True)[1].ravel().astype(np.int64)
             code = code * size + (end + 1)
@@ -477,13 +478,9 @@ class GrammarIndex:
             self._singles[k] = hit
         return hit
 
-    def _may_complete(self, terms) -> np.ndarray:
-        """Per token, whether a byte before its last enters a complete state of one
-        of ``terms`` (cached per set of such bytes)."""
-        entry = np.zeros(256, dtype=bool)
-        for k in terms.tolist():
-            dfa = self.lexer.dfas[k]
-            entry |= ((dfa.transitions >= 0) & dfa.accepting[np.maximum(dfa.transitions, 0)]).any(axis=0)
+    def _may_complete(self, entry: np.ndarray) -> np.ndarray:
+        """Per token, whether a byte before its last is one of ``entry`` (the bytes
+        that enter a complete state): only such tokens can end a lexeme and go on."""
         key = entry.tobytes()
         hit = self._completing.get(key)
         if hit is None:
@@ -506,10 +503,12 @@ class GrammarIndex:
         data = self.vocab.tokens[token]
         if not data:
             return None
-        ctx = self.language.context(stack)[0]
-        end = self._row(q)[token]
-        if ctx.alive_lark[end]:  # the token stays inside the lexeme: one lookup
-            return (int(end), stack) if ctx.alive_valid[end] else None
+        row = self._rows.get(q)
+        if row is not None:
+            ctx = self.language.context(stack)[0]
+            end = row[token]
+            if ctx.alive_lark[end]:  # the token stays inside the lexeme: one lookup
+                return (int(end), stack) if ctx.alive_valid[end] else None
         return self.language.step(q, stack, data)
 
     def mask(self, q: int, stack: tuple) -> np.ndarray:
@@ -554,6 +553,23 @@ class GrammarIndex:
         hit = self._walks.get(key)
         if hit is not None:
             return hit
+        live = np.flatnonzero((self.lexer.components[q] >= 0) & ctx.acceptable)
+        if len(live) == 1:  # inside most lexemes: one terminal, whatever the grammar around it
+            k = int(live[0])
+            stay, first_out, tok, off = self._terminals[k].walk(int(self.lexer.components[q, k]), self)
+            if ctx.alive_valid[q]:  # k is valid here
+                result = _Walk(stay, int(ctx.choice[q]), first_out, {k: (tok, off)} if len(tok) else {})
+            else:
+                result = _Walk(self._nothing, -1, None, {})
+        else:
+            result = self._walk_product(q, ctx)
+        if len(self._walks) >= _WALK_CACHE:
+            self._walks.clear()
+        self._walks[key] = result
+        return result
+
+    def _walk_product(self, q: int, ctx) -> _Walk:
+        """The ``_Walk`` from a lexer state where several terminals are alive."""
         usable = self._usable
         inside = np.zeros(self.vocab.size, dtype=bool)
         # Tokens whose first byte does not fit the lexeme leave it at once.
@@ -563,18 +579,17 @@ class GrammarIndex:
         inside[usable[stays & ctx.alive_valid[end]]] = True
         # These leave the lexeme after a byte or more, or die. Leaving needs a complete
         # lexeme, entered by a byte before the token's last: the others die.
-        may_leave = self._may_complete(np.flatnonzero(self.lexer.components[q] >= 0))[usable]
+        entry = np.zeros(256, dtype=bool)
+        for k in np.flatnonzero(self.lexer.components[q] >= 0).tolist():
+            entry |= self._terminals[k].entry
+        may_leave = self._may_complete(entry)[usable]
         tok = usable[~stays & ~first_out & may_leave]
-        ended, end_state, b_tok, b_off, b_state = self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, ctx)
+        ended, end_state, b_tok, b_off, b_state = self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, ctx.alive_lark)
         inside[ended[ctx.alive_valid[end_state]]] = True
         zero_term = int(ctx.choice[q])
         zero_bits = self._pack_ids(usable[first_out]) if zero_term >= 0 else None
         later = _by_terminal(b_tok, b_off, ctx.choice[b_state])
-        result = _Walk(self._pack_bool(inside), zero_term, zero_bits, later)
-        if len(self._walks) >= _WALK_CACHE:
-            self._walks.clear()
-        self._walks[key] = result
-        return result
+        return _Walk(self._pack_bool(inside), zero_term, zero_bits, later)
 
     def _pack_bool(self, allowed: np.ndarray) -> np.ndarray:
         words = np.zeros(self.words * 4, dtype=np.uint8)
@@ -595,7 +610,7 @@ class GrammarIndex:
         key = (path, q, ctx.key)
         node = self._nodes.get(key)
         if node is None:
-            ended, end_state, b_tok, b_off, b_state = self._walk(tok, off, q, ctx)
+            ended, end_state, b_tok, b_off, b_state = self._walk(tok, off, q, ctx.alive_lark)
             node = (ended[ctx.alive_valid[end_state]], _by_terminal(b_tok, b_off, ctx.choice[b_state]))
             if len(self._nodes) >= _NODE_CACHE:
                 self._nodes.clear()
@@ -605,12 +620,13 @@ class GrammarIndex:
             found += self._follow((key, term), tok2, off2, *self.language.after(stack, term))
         return found
 
-    def _walk(self, tok, off, q: int, ctx):
-        """Walk tokens ``tok`` from byte ``off`` in lexer state ``q`` until each ends
-        (-> ended tokens and their states) or leaves the lexeme (-> token, offset
-        of the byte that does not fit, state before it)."""
-        trans, lengths, matrix = self.lexer.trans, self.lengths, self.bytes
-        alive = ctx.alive_lark
+    def _walk(self, tok, off, q: int, alive, trans=None):
+        """Walk tokens ``tok`` from byte ``off`` in state ``q`` of ``trans`` (the
+        lexer's by default) until each ends (-> ended tokens and their states) or
+        leaves the lexeme, where ``alive`` turns false (-> token, offset of the byte
+        that does not fit, state before it)."""
+        trans = self.lexer.trans if trans is None else trans
+        lengths, matrix = self.lengths, self.bytes
         state = np.full(tok.shape, q, dtype=np.int64)
         pos = off.copy()
         ended, end_state, b_tok, b_off, b_p = [], [], [], [], []
@@ -672,25 +688,24 @@ def _bytes_before_last(vocab: Vocabulary) -> np.ndarray:
     return hit
 
 
-_TERMINAL_TABLES: "weakref.WeakKeyDictionary[Vocabulary, dict]" = weakref.WeakKeyDictionary()
+_TERMINALS: "weakref.WeakKeyDictionary[Vocabulary, dict]" = weakref.WeakKeyDictionary()
 
 
-def _terminal_table(dfa: DFA, vocab: Vocabulary):
-    """(table, token_group) of one terminal over a vocabulary: ``table[s,
-    token_group[t]]`` is the terminal's state after token t from state s, -1 when
-    it dies (also in the last column, for tokens dead everywhere). Shared by every
-    grammar with the same terminal (JSON strings, numbers, whitespace ...)."""
-    per_vocab = _TERMINAL_TABLES.setdefault(vocab, {})
+def _terminal_tokens(dfa: DFA, vocab: Vocabulary) -> "_TerminalTokens":
+    """One terminal over a vocabulary, shared by every grammar with the same
+    terminal (JSON strings, numbers, whitespace ...)."""
+    per_vocab = _TERMINALS.setdefault(vocab, {})
     key = hashlib.sha256(dfa.transitions.tobytes() + dfa.accepting.tobytes()).hexdigest()[:32]
     hit = per_vocab.get(key)
     if hit is None:
-        hit = per_vocab[key] = _stored_table(dfa, vocab, key)
+        hit = per_vocab[key] = _TerminalTokens(dfa, vocab, *_stored_table(dfa, vocab, key))
     return hit
 
 
 def _stored_table(dfa: DFA, vocab: Vocabulary, key: str):
-    """A terminal's token table, kept on disk when it was slow to build (a JSON
-    string's takes ~0.15 s on 128k tokens; a keyword's, milliseconds)."""
+    """A terminal's token table (see ``_TerminalTokens``), kept on disk when it was
+    slow to build (a JSON string's takes ~0.15 s on 128k tokens; a keyword's,
+    milliseconds)."""
     path = cache_dir() / "tables" / f"{vocab.fingerprint}-{key}.npz"
     try:
         with np.load(path) as data:
@@ -706,6 +721,39 @@ def _stored_table(dfa: DFA, vocab: Vocabulary, key: str):
         np.savez(tmp, table=table, token_group=token_group)
         os.replace(tmp, path)
     return table, token_group
+
+
+class _TerminalTokens:
+    """A terminal's token table: ``table[s, group[t]]`` is its state after token t
+    from state s, -1 when it dies (also in the last column, for tokens dead
+    everywhere); and, per state, how the vocabulary fares when this terminal is
+    the only one left in the lexeme (``walk``)."""
+
+    def __init__(self, dfa: DFA, vocab: Vocabulary, table: np.ndarray, group: np.ndarray):
+        self.dfa, self.table, self.group = dfa, table, group
+        n = dfa.n_states
+        self.trans = np.vstack([np.where(dfa.transitions < 0, n, dfa.transitions), np.full((1, 256), n)]).astype(np.int32)
+        self.alive = np.append(np.ones(n, dtype=bool), False)
+        accepting = np.append(dfa.accepting, False)
+        self.accepting = accepting
+        self.entry = accepting[self.trans[:n]].any(axis=0)  # bytes that enter a complete state
+        self._walks: dict = {}
+
+    def walk(self, s: int, index: "GrammarIndex"):
+        """From state s: (packed tokens staying alive, packed tokens whose first byte
+        kills it, and the tokens that complete it and leave it later with the
+        offset of the byte that starts the next lexeme)."""
+        hit = self._walks.get(s)
+        if hit is None:
+            usable = index._usable
+            stays = self.table[s, self.group[usable]] >= 0
+            first_out = ~self.alive[self.trans[s]][index._first_byte]
+            tok = usable[~stays & ~first_out & index._may_complete(self.entry)[usable]]
+            _, _, b_tok, b_off, b_state = index._walk(tok, np.zeros(len(tok), dtype=np.int64), s, self.alive, self.trans)
+            complete = self.accepting[b_state]
+            hit = self._walks[s] = (index._pack_ids(usable[stays]), index._pack_ids(usable[first_out]),
+                                    b_tok[complete], b_off[complete])
+        return hit
 
 
 class GrammarMatcher(TokenHistory):

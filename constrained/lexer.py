@@ -37,10 +37,11 @@ def bounded(dfa: DFA, limit: int) -> DFA:
 class LexContext:
     """The automaton's states as seen with one set of acceptable and valid terminals."""
 
-    __slots__ = ("key", "alive_lark", "alive_valid", "choice")
+    __slots__ = ("key", "acceptable", "alive_lark", "alive_valid", "choice")
 
-    def __init__(self, key, alive_lark, alive_valid, choice):
+    def __init__(self, key, acceptable, alive_lark, alive_valid, choice):
         self.key = key  # a small integer, unique per (acceptable, valid)
+        self.acceptable = acceptable  # (terminals,) bool
         self.alive_lark = alive_lark  # (n + 1,) bool, the sentinel is False
         self.alive_valid = alive_valid  # (n + 1,) bool
         self.choice = choice  # (n + 1,) int: the terminal a complete lexeme is emitted as, -1 for none
@@ -117,7 +118,7 @@ class Lexer:
         complete = (self.accepting & in_lark)[:, self.choice_order]
         first = self.choice_order[complete.argmax(axis=1)]
         choice = np.where(complete.any(axis=1) & in_valid[first], first, -1)
-        return LexContext(len(self._contexts), alive_lark, alive_valid, np.append(choice, -1))
+        return LexContext(len(self._contexts), in_lark, alive_lark, alive_valid, np.append(choice, -1))
 
     def check_lark_agrees(self, acceptable_sets, names, is_str, priority) -> None:
         """Refuse terminals that lark's lexer would split differently from the
