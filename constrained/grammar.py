@@ -424,6 +424,8 @@ class GrammarIndex:
         self._completing: dict = {}
         self._singles: dict = {}
         self._nothing = np.zeros(self.words, dtype=np.uint32)
+        self._canon: dict = {}
+        self._canon_ids: dict = {}
         self._masks = SuffixMemo(_MASK_CACHE)
         self._distinct: dict = {}
         self.bias_cache: OrderedDict = OrderedDict()
@@ -513,15 +515,28 @@ class GrammarIndex:
 
     def mask(self, q: int, stack: tuple) -> np.ndarray:
         parser = self.parser
-        hit = self._masks.get(q, stack)
+        ctx = self.language.context(stack)[0]
+        seen = self._canonical(q, ctx)
+        hit = self._masks.get(seen, stack)
         if hit is not None:
             parser.read(stack, hit[0])
             return hit[1]
         with parser.reading(stack) as depth:
-            packed = self._mask(q, stack)
-            packed = self._shared(packed)
-            self._masks.put(q, stack, depth(), packed)
+            packed = self._shared(self._mask(q, stack, ctx, seen))
+            self._masks.put(seen, stack, depth(), packed)
         return packed
+
+    def _canonical(self, q: int, ctx) -> int:
+        """One id for the lexer states that agree on the terminals ``ctx`` accepts:
+        the others cannot change what happens in this lexeme, so these states share
+        walks and masks (after "us", a name is a name whether or not USING was alive)."""
+        key = (q, ctx.key)
+        hit = self._canon.get(key)
+        if hit is None:
+            lexer = self.lexer
+            seen = (q in lexer.starts, tuple(np.where(ctx.acceptable, lexer.components[q], -1).tolist()))
+            hit = self._canon[key] = self._canon_ids.setdefault(seen, len(self._canon_ids))
+        return hit
 
     def _shared(self, packed: np.ndarray) -> np.ndarray:
         """The one stored copy of a mask equal to ``packed`` (most stacks share a few masks)."""
@@ -530,16 +545,15 @@ class GrammarIndex:
         same = self._distinct.setdefault(hash(packed.tobytes()), packed)
         return same if same is packed or np.array_equal(same, packed) else packed
 
-    def _mask(self, q: int, stack: tuple) -> np.ndarray:
+    def _mask(self, q: int, stack: tuple, ctx, seen: int) -> np.ndarray:
         language = self.language
-        ctx, _ = language.context(stack)
-        walk = self._walk_from(q, ctx)
+        walk = self._walk_from(q, ctx, seen)
         words = walk.inside.copy()
         if walk.zero_term >= 0:
             words |= self.mask(*language.after(stack, walk.zero_term)) & walk.zero_bits
         found = []
         for term, (tok, off) in walk.later.items():
-            found += self._follow((q, ctx.key, term), tok, off, *language.after(stack, term))
+            found += self._follow((seen, ctx.key, term), tok, off, *language.after(stack, term))
         if found:
             words |= self._pack_ids(np.concatenate(found))
         if language.eos_ok(q, stack):
@@ -547,9 +561,9 @@ class GrammarIndex:
         words.flags.writeable = False
         return words
 
-    def _walk_from(self, q: int, ctx) -> _Walk:
-        """The ``_Walk`` from lexer state q in context ctx (cached)."""
-        key = (q, ctx.key)
+    def _walk_from(self, q: int, ctx, seen: int) -> _Walk:
+        """The ``_Walk`` from lexer state q in context ctx (cached by canonical state)."""
+        key = (seen, ctx.key)
         hit = self._walks.get(key)
         if hit is not None:
             return hit
@@ -607,7 +621,7 @@ class GrammarIndex:
         if stack is None:
             return []
         ctx = self.language.context(stack)[0]
-        key = (path, q, ctx.key)
+        key = (path, self._canonical(q, ctx), ctx.key)
         node = self._nodes.get(key)
         if node is None:
             ended, end_state, b_tok, b_off, b_state = self._walk(tok, off, q, ctx.alive_lark)
