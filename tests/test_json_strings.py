@@ -21,11 +21,15 @@ from dfa_members import members
 FORMAT_CHECKER = Draft202012Validator.FORMAT_CHECKER
 
 
-def spellings(s: str) -> list[bytes]:
-    """json.dumps both ways, and every UTF-16 code unit as an upper-case \\uXXXX."""
+def spellings(s: str, escapes: str = "any") -> list[bytes]:
+    """json.dumps both ways, and (for escapes="any") every UTF-16 code unit as
+    an upper-case \\uXXXX."""
+    dumped = [json.dumps(s).encode(), json.dumps(s, ensure_ascii=False).encode()]
+    if escapes == "dumps":
+        return dumped
     units = s.encode("utf-16-be")
     escaped = "".join(f"\\u{int.from_bytes(units[i : i + 2], 'big'):04X}" for i in range(0, len(units), 2))
-    return [json.dumps(s).encode(), json.dumps(s, ensure_ascii=False).encode(), f'"{escaped}"'.encode()]
+    return dumped + [f'"{escaped}"'.encode()]
 
 
 def decode(text: bytes) -> str:
@@ -55,6 +59,17 @@ def test_every_string_in_every_spelling(text):
 @given(data=st.data())
 def test_members_decode_to_strings(data):
     decode(data.draw(members(string())))
+
+
+@given(text=st.text(), data=st.data())
+def test_dumps_spellings_only(text, data):
+    dfa = string(escapes="dumps")
+    assert all(dfa.matches(spelled) for spelled in spellings(text, "dumps"))
+    member = data.draw(members(dfa))
+    decode(member)
+    assert b"\\/" not in member.replace(b"\\\\", b"")
+    for code in re.findall(rb"\\u(....)", member.replace(b"\\\\", b"")):
+        assert code == code.lower() and not 0x20 <= int(code, 16) <= 0x7E, member
 
 
 @given(data=st.data(), low=st.integers(0, 4), span=st.one_of(st.none(), st.integers(0, 4)), texts=st.lists(tricky_text, max_size=6))
@@ -191,12 +206,13 @@ FORMAT_CASES = {
 CHECKER_EXCEPTIONS = {"time": lambda s: ":60" in s, "date-time": lambda s: ":60" in s}
 
 
+@pytest.mark.parametrize("escapes", ["any", "dumps"])
 @pytest.mark.parametrize("format", sorted(FORMAT_CASES))
-def test_formats_on_chosen_values(format):
-    dfa = string(format=format)
+def test_formats_on_chosen_values(format, escapes):
+    dfa = string(format=format, escapes=escapes)
     good, bad = FORMAT_CASES[format]
     for text in good:
-        assert all(dfa.matches(s) for s in spellings(text)), (format, text)
+        assert all(dfa.matches(s) for s in spellings(text, escapes)), (format, text)
     for text in bad:
         assert not any(dfa.matches(s) for s in spellings(text)), (format, text)
 
@@ -295,6 +311,7 @@ def test_contradictions_are_empty():
         ({"format": "color"}, "unknown format 'color'; the supported formats are: date"),
         ({"min_length": -1}, "minLength must be a non-negative integer"),
         ({"max_length": 1.5}, "maxLength must be a non-negative integer"),
+        ({"escapes": "none"}, "escapes must be 'any' or 'dumps'"),
     ],
 )
 def test_bad_constraints(kw, message):
