@@ -28,7 +28,18 @@ from functools import lru_cache, reduce
 import numpy as np
 
 from . import json_formats
-from .dfa import MAX_CODE_POINT, MAX_STATES, DFA, complement_ranges, empty, from_regex, intersect, is_empty, minimize, utf8_encoding
+from .dfa import (
+    MAX_CODE_POINT,
+    MAX_STATES,
+    DFA,
+    complement_ranges,
+    empty,
+    from_regex,
+    intersect,
+    is_empty,
+    minimize,
+    utf8_encoding,
+)
 from .ecma_regex import ANY, literal, search_pattern
 from .errors import ConstrainedError
 
@@ -116,12 +127,14 @@ def _spellings(lo: int, hi: int, every: bool) -> tuple:
     if every:
         escaped = [(0x0000, 0xD7FF), (0xE000, 0xFFFF)]
     else:
-        escaped = complement_ranges([(0x20, 0x7E), (0xD800, 0xDFFF), (0x10000, MAX_CODE_POINT)] + [(c, c) for c in _SHORT_ESCAPES if c != 0x2F])
+        short = [(c, c) for c in _SHORT_ESCAPES if c != 0x2F]
+        escaped = complement_ranges([(0x20, 0x7E), (0xD800, 0xDFFF), (0x10000, MAX_CODE_POINT)] + short)
     for a, b in _clip(escaped, lo, hi):
         out += _u_escapes(a, b, upper=every)
     if hi >= 0x10000:
         for (h_lo, h_hi), (l_lo, l_hi) in _surrogate_blocks(max(lo, 0x10000), hi):
-            out += [h + l for h in _u_escapes(h_lo, h_hi, every) for l in _u_escapes(l_lo, l_hi, every)]
+            highs, lows = _u_escapes(h_lo, h_hi, every), _u_escapes(l_lo, l_hi, every)
+            out += [high + low for high in highs for low in lows]
     return tuple(out)
 
 
