@@ -201,6 +201,17 @@ def _length(low: int, high: int | None, encoding) -> DFA:
     return minimize(np.vstack(rows).astype(np.int32), accepting)
 
 
+def _count(value, name: str) -> int | None:
+    """A length bound: a non-negative integer (2.0 is one, as JSON Schema says)."""
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConstrainedError(f"{name} must be a non-negative integer, got {value!r}")
+    return value
+
+
 def _quoted(content: DFA) -> DFA:
     """``"`` content ``"``: deterministic as it is, since no accepting state of
     encoded content reads a raw quote (a quote inside is always escaped)."""
@@ -231,9 +242,7 @@ def string(
     an ASCII character then has one spelling). The result may be empty
     (contradictory constraints): check with dfa.is_empty."""
     encoding = _encoding(escapes)
-    for name, value in (("minLength", min_length), ("maxLength", max_length)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise ConstrainedError(f"{name} must be a non-negative integer, got {value!r}")
+    min_length, max_length = _count(min_length, "minLength") or 0, _count(max_length, "maxLength")
     if max_length is not None and max_length < min_length:
         return empty()
     parts = []

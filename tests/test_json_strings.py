@@ -146,6 +146,7 @@ def test_patterns_match_anywhere_with_ecma_semantics(data, pair, texts):
 
 
 def test_pattern_with_lengths():
+    assert string(min_length=2.0, max_length=3.0).matches(b'"ab"')  # integer-valued floats are integers
     dfa = string(min_length=2, max_length=5, pattern="^[a-z]+\\d?$")
     for text, ok in [("ab", True), ("abcd5", True), ("a", False), ("abcdef", False), ("ab55", False), ("Ab", False)]:
         assert dfa.matches(json.dumps(text).encode()) == ok, text
