@@ -28,7 +28,18 @@ from functools import lru_cache, reduce
 import numpy as np
 
 from . import json_formats
-from .dfa import MAX_CODE_POINT, MAX_STATES, DFA, complement_ranges, empty, from_regex, intersect, is_empty, minimize, utf8_encoding
+from .dfa import (
+    MAX_CODE_POINT,
+    MAX_STATES,
+    DFA,
+    complement_ranges,
+    empty,
+    from_regex,
+    intersect,
+    is_empty,
+    minimize,
+    utf8_encoding,
+)
 from .ecma_regex import ANY, literal, search_pattern
 from .errors import ConstrainedError
 
@@ -116,12 +127,14 @@ def _spellings(lo: int, hi: int, every: bool) -> tuple:
     if every:
         escaped = [(0x0000, 0xD7FF), (0xE000, 0xFFFF)]
     else:
-        escaped = complement_ranges([(0x20, 0x7E), (0xD800, 0xDFFF), (0x10000, MAX_CODE_POINT)] + [(c, c) for c in _SHORT_ESCAPES if c != 0x2F])
+        short = [(c, c) for c in _SHORT_ESCAPES if c != 0x2F]
+        escaped = complement_ranges([(0x20, 0x7E), (0xD800, 0xDFFF), (0x10000, MAX_CODE_POINT)] + short)
     for a, b in _clip(escaped, lo, hi):
         out += _u_escapes(a, b, upper=every)
     if hi >= 0x10000:
         for (h_lo, h_hi), (l_lo, l_hi) in _surrogate_blocks(max(lo, 0x10000), hi):
-            out += [h + l for h in _u_escapes(h_lo, h_hi, every) for l in _u_escapes(l_lo, l_hi, every)]
+            highs, lows = _u_escapes(h_lo, h_hi, every), _u_escapes(l_lo, l_hi, every)
+            out += [high + low for high in highs for low in lows]
     return tuple(out)
 
 
@@ -188,6 +201,17 @@ def _length(low: int, high: int | None, encoding) -> DFA:
     return minimize(np.vstack(rows).astype(np.int32), accepting)
 
 
+def _count(value, name: str) -> int | None:
+    """A length bound: a non-negative integer (2.0 is one, as JSON Schema says)."""
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConstrainedError(f"{name} must be a non-negative integer, got {value!r}")
+    return value
+
+
 def _quoted(content: DFA) -> DFA:
     """``"`` content ``"``: deterministic as it is, since no accepting state of
     encoded content reads a raw quote (a quote inside is always escaped)."""
@@ -218,9 +242,7 @@ def string(
     an ASCII character then has one spelling). The result may be empty
     (contradictory constraints): check with dfa.is_empty."""
     encoding = _encoding(escapes)
-    for name, value in (("minLength", min_length), ("maxLength", max_length)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise ConstrainedError(f"{name} must be a non-negative integer, got {value!r}")
+    min_length, max_length = _count(min_length, "minLength") or 0, _count(max_length, "maxLength")
     if max_length is not None and max_length < min_length:
         return empty()
     parts = []
