@@ -1,11 +1,13 @@
-"""Helpers shared by the benchmark scripts: the machine and versions, timing
-summaries, and rewriting one section of RESULTS.md."""
+"""Helpers shared by the benchmark scripts: the machine and versions, test
+strings and their tokens, timing summaries, number formats, and rewriting one
+section of RESULTS.md."""
 
 import datetime
 import os
 import platform
 import re
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -50,6 +52,39 @@ def versions(packages) -> dict:
     return out
 
 
+def log(message):
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def draws(strategy, n: int) -> list:
+    """``n`` examples of a hypothesis strategy, derandomized: the same on every run
+    (of one hypothesis version)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+
+    out = []
+
+    @settings(max_examples=n, derandomize=True, database=None, deadline=None,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def draw(example):
+        out.append(example)
+
+    draw()
+    return out
+
+
+def exact_tokens(tok, vocab, text: str) -> list[int] | None:
+    """The tokenizer's encoding of ``text`` if its tokens' bytes spell ``text``
+    exactly (byte-level BPE always does; SentencePiece adds a leading space), else
+    None."""
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate
+        return None
+    ids = list(tok._tokenizer.encode(text, add_special_tokens=False))
+    return ids if b"".join(vocab.tokens[t] for t in ids) == data else None
+
+
 def summary_us(ns) -> dict:
     """mean / p50 / p99 / max of durations given in nanoseconds, in microseconds."""
     a = np.asarray(ns, dtype=np.float64) / 1e3
@@ -62,6 +97,29 @@ def summary_us(ns) -> dict:
         "p99": float(np.percentile(a, 99)),
         "max": float(a.max()),
     }
+
+
+def median_run(runs):
+    """The run whose mean is the median of the runs' means."""
+    means = [r.mean() if len(r) else 0.0 for r in runs]
+    return runs[int(np.argsort(means)[len(means) // 2])]
+
+
+def ms(seconds):
+    return "—" if seconds is None else f"{seconds * 1e3:.1f}" if seconds < 10 else f"{seconds * 1e3:.0f}"
+
+
+def us(micro):
+    return "—" if micro is None else f"{micro:.1f}" if micro < 100 else f"{micro:.0f}"
+
+
+def mib(n):
+    return "—" if n is None else f"{n / 2**20:.2f}"
+
+
+def short_error(message):
+    """timeout, crash or error, from an EngineError's message."""
+    return "timeout" if message.startswith("timed out") else "crash" if "died" in message else "error"
 
 
 def replace_section(heading: str, body: str, path: Path = RESULTS_MD) -> None:
