@@ -6,6 +6,7 @@ from .constraint import Constraint, choice, regex
 from .errors import ConstrainedError
 from .generate import generate, stream_generate
 from .grammar import Grammar, grammar
+from .json_schema import json, json_schema
 from .matcher import Matcher
 from .processor import LogitsProcessor
 from .vocab import Vocabulary, vocabulary
@@ -20,6 +21,8 @@ __all__ = [
     "choice",
     "generate",
     "grammar",
+    "json",
+    "json_schema",
     "models",
     "regex",
     "stream_generate",

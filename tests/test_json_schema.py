@@ -1,0 +1,267 @@
+"""JSON Schema compilation: for every supported keyword, instances that
+jsonschema's Draft 2020-12 validator accepts are accepted (when their
+properties come in schema order) and the others rejected; bad schemas are
+refused with messages that name the keyword and its JSON pointer; random
+values are never accepted unless the validator accepts them."""
+
+import json
+
+import jsonschema
+import pytest
+from hypothesis import given, strategies as st
+
+import constrained
+from constrained import ConstrainedError
+from constrained.json_schema import json_schema
+
+from conftest import encode_exact
+
+DRAFT4 = "http://json-schema.org/draft-04/schema#"
+
+
+def valid(schema, value) -> bool:
+    """The reference: jsonschema's verdict (draft 2020-12 unless $schema says
+    otherwise), formats checked."""
+    validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return validator(schema, format_checker=validator.FORMAT_CHECKER).is_valid(value)
+
+
+# (name, schema, valid instances, invalid instances); valid ones list declared
+# properties in schema order.
+CASES = [
+    ("type", {"type": "integer"}, [0, -7, 12], [1.5, "1", None, [], {}, True]),
+    ("type list", {"type": ["string", "null"]}, ["", "x", None], [0, False, []]),
+    ("type number", {"type": "number"}, [0, 1.5, -2e-3, 10], ["1", None]),
+    ("boolean", {"type": "boolean"}, [True, False], [0, "true", None]),
+    ("enum", {"enum": ["red", 3, None, {"a": [1]}]}, ["red", 3, None, {"a": [1]}], ["blue", 4, {"a": [2]}, {}, False]),
+    ("const number", {"const": 2}, [2, 2.0], [3, "2"]),
+    ("const object", {"const": {"k": [True, None]}}, [{"k": [True, None]}], [{"k": [True]}, {"k": [True, None], "x": 1}]),
+    ("bounds", {"type": "number", "minimum": -1.5, "exclusiveMaximum": 10}, [-1.5, 0, 9.99], [-1.6, 10, 11]),
+    ("draft-04 exclusive", {"$schema": DRAFT4, "type": "integer", "minimum": 3, "exclusiveMinimum": True,
+                            "maximum": 5},
+     [4, 5], [3, 6]),
+    ("multipleOf", {"type": "integer", "multipleOf": 3}, [0, 3, -9, 300], [1, 10]),
+    ("string length", {"type": "string", "minLength": 2, "maxLength": 3}, ["ab", "abc", "é✓"], ["a", "abcd", ""]),
+    ("pattern", {"type": "string", "pattern": "[0-9]{3}"}, ["123", "ab123cd"], ["12", "abc"]),
+    ("format", {"type": "string", "format": "date"}, ["2024-02-29", "1999-12-31"], ["2023-02-29", "24-1-1", "x"]),
+    ("properties", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+                    "required": ["b"]},
+     [{"b": ""}, {"a": 1, "b": "x"}, {"b": "x", "zzz": [1, {}]}, {"extra": None, "b": "y"}],
+     [{"a": 1}, {"a": "1", "b": "x"}, {"b": 2}, [], "x"]),
+    ("additionalProperties false", {"properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+     [{}, {"a": 1}, 5], [{"b": 1}, {"a": 1, "b": 2}]),
+    ("additionalProperties schema", {"properties": {"a": {}}, "additionalProperties": {"type": "boolean"}},
+     [{"a": "x", "b": True}, {"c": False}], [{"b": 1}]),
+    ("patternProperties", {"patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False},
+     [{"x-a": 1, "x-b": 2}, {}], [{"x-a": "1"}, {"y": 1}]),
+    ("propertyNames", {"type": "object", "propertyNames": {"maxLength": 2}}, [{"ab": 1}, {}], [{"abc": 1}]),
+    ("min/maxProperties", {"type": "object", "minProperties": 1, "maxProperties": 2},
+     [{"a": 1}, {"a": 1, "b": 2}], [{}, {"a": 1, "b": 2, "c": 3}]),
+    ("dependentRequired", {"dependentRequired": {"a": ["b"]}}, [{"b": 1}, {"a": 1, "b": 2}, {}], [{"a": 1}]),
+    ("dependentSchemas", {"properties": {"a": {}, "b": {}}, "dependentSchemas": {"a": {"properties": {"b": {"type": "string"}}}}},
+     [{"a": 1, "b": "x"}, {"b": 2}], [{"a": 1, "b": 2}]),
+    ("items", {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
+     [[1], [1, 2, 3]], [[], [1, 2, 3, 4], [1, "2"]]),
+    ("prefixItems", {"prefixItems": [{"type": "string"}, {"type": "integer"}], "items": False},
+     [[], ["a"], ["a", 1]], [[1], ["a", 1, 2]]),
+    ("contains", {"type": "array", "contains": {"type": "string"}, "minContains": 2, "maxContains": 3},
+     [["a", "b"], [1, "a", 2, "b", "c"]], [["a"], [], ["a", "b", "c", "d"]]),
+    ("uniqueItems", {"type": "array", "items": {"enum": ["a", "b", 1, 1.5]}, "uniqueItems": True},
+     [[], ["a", "b", 1], [1.5, 1]], [["a", "a"], [1, 1.0], ["c"]]),
+    ("allOf", {"allOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                         {"properties": {"a": {"minimum": 5}, "b": {"type": "string"}}}]},
+     [{"a": 5}, {"a": 7, "b": "x"}], [{"a": 4}, {}, {"a": 5, "b": 1}]),
+    ("anyOf", {"anyOf": [{"type": "string", "maxLength": 2}, {"type": "string", "pattern": "^x"}, {"type": "integer"}]},
+     ["ab", "xyzw", 3], ["abc", 1.5]),
+    ("oneOf scalars", {"oneOf": [{"type": "integer"}, {"minimum": 2}]}, [1, 2.5, "x"], [2, 3]),
+    ("oneOf objects", {"oneOf": [{"properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind"]},
+                                 {"properties": {"kind": {"const": "b"}}, "required": ["kind"]}]},
+     [{"kind": "a", "x": 1}, {"kind": "b", "x": "s"}], [{"kind": "c"}, {"kind": "a", "x": "s"}, {}]),
+    ("oneOf overlapping objects", {"oneOf": [{"type": "object", "required": ["a"]}, {"type": "object", "required": ["b"]}]},
+     [{"a": 1}, {"b": 1}], [{"a": 1, "b": 2}, {}]),
+    ("not scalar", {"type": "integer", "not": {"enum": [1, 2]}}, [0, 3], [1, 2]),
+    ("not object", {"not": {"type": "object", "required": ["a"]}}, [{}, {"b": 1}, 1, []], [{"a": 1}]),
+    ("if/then/else", {"if": {"properties": {"t": {"const": "n"}}, "required": ["t"]},
+                      "then": {"properties": {"v": {"type": "number"}}}, "else": {"properties": {"v": {"type": "string"}}}},
+     [{"t": "n", "v": 1}, {"t": "s", "v": "x"}, {"v": "x"}], [{"t": "n", "v": "x"}, {"v": 1}]),
+    ("$ref and $defs", {"$defs": {"pos": {"type": "integer", "minimum": 1}}, "type": "array", "items": {"$ref": "#/$defs/pos"}},
+     [[1, 2]], [[0]]),
+    ("$ref escapes", {"definitions": {"a/b": {"type": "integer"}, "c~d": {"type": "string"}, "e%f": {"type": "null"}},
+                      "prefixItems": [{"$ref": "#/definitions/a~1b"}, {"$ref": "#/definitions/c~0d"},
+                                      {"$ref": "#/definitions/e%25f"}]},
+     [[1, "x", None]], [["x"], [1, 2], [1, "x", 0]]),
+    ("$anchor", {"$defs": {"n": {"$anchor": "name", "type": "string"}}, "properties": {"a": {"$ref": "#name"}}},
+     [{"a": "x"}], [{"a": 1}]),
+    ("$id relative", {"$id": "https://example.com/root.json",
+                      "$defs": {"x": {"$id": "item.json", "type": "boolean"}}, "items": {"$ref": "item.json"}},
+     [[True]], [[1]]),
+    ("recursion", {"$defs": {"node": {"type": "object", "properties": {"value": {"type": "integer"},
+                                                                        "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                                      "required": ["value"], "additionalProperties": False}},
+                   "$ref": "#/$defs/node"},
+     [{"value": 1, "children": [{"value": 2, "children": [{"value": 3}]}]}], [{"value": 1, "children": [{}]}]),
+    ("root recursion", {"type": ["array", "integer"], "items": {"$ref": "#"}}, [[1, [2, [[]]]], 3], [[1, ["x"]]]),
+    ("boolean schemas", {"properties": {"yes": True, "no": False}}, [{"yes": [1]}, {}], [{"no": 1}]),
+    ("draft-04 tuples", {"$schema": DRAFT4, "items": [{"type": "integer"}], "additionalItems": {"type": "string"}},
+     [[1], [1, "a", "b"]], [["a"], [1, 2]]),
+    ("dependencies", {"$schema": DRAFT4, "dependencies": {"a": ["b"], "c": {"required": ["d"]}}},
+     [{"a": 1, "b": 2}, {"c": 1, "d": 2}], [{"a": 1}, {"c": 1}]),
+]
+
+
+_compiled: dict = {}
+
+
+def compiled(schema, **options):
+    key = json.dumps([schema, options], sort_keys=True)
+    if key not in _compiled:
+        _compiled[key] = json_schema(schema, **options)
+    return _compiled[key]
+
+
+def accepts(grammar, value, **dumps) -> bool:
+    return grammar.matches(json.dumps(value, **dumps))
+
+
+@pytest.mark.parametrize("name, schema, good, bad", CASES, ids=[c[0] for c in CASES])
+def test_keyword(name, schema, good, bad):
+    grammar = compiled(schema)
+    for value in good:
+        assert valid(schema, value), f"test data: {value!r} should be valid"
+        assert accepts(grammar, value), f"valid {value!r} rejected"
+    for value in bad:
+        assert not valid(schema, value), f"test data: {value!r} should be invalid"
+        assert not accepts(grammar, value), f"invalid {value!r} accepted"
+
+
+def test_whitespace_is_bounded():
+    grammar = compiled({"type": "object", "properties": {"a": {"type": "array"}}})
+    value = {"a": [1, {"b": None}]}
+    assert accepts(grammar, value, indent=2)
+    assert accepts(grammar, value, separators=(",", ":"))
+    assert grammar.matches(' {"a" :[ 1 ,{ } ] } ')
+    assert not grammar.matches('{"a":' + " " * 100 + "[]}")
+
+
+def test_declared_properties_come_in_schema_order():
+    grammar = compiled({"properties": {"a": {}, "b": {}}})
+    assert accepts(grammar, {"a": 1, "b": 2})
+    assert not accepts(grammar, {"b": 2, "a": 1})
+    assert accepts(grammar, {"x": 0, "a": 1, "y": 2, "b": 3, "z": 4})  # undeclared ones go anywhere
+
+
+def test_strict_properties_forbids_undeclared_keys():
+    schema = {"properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    grammar = compiled(schema, strict_properties=True)
+    assert accepts(grammar, {"a": 1})
+    assert not accepts(grammar, {"a": 1, "b": 2})
+    explicit = compiled({"properties": {"a": {}}, "additionalProperties": {"type": "string"}}, strict_properties=True)
+    assert accepts(explicit, {"a": 1, "b": "x"})
+    # Inside a negation strictness only narrows the output, never the meaning.
+    negated = compiled({"type": "object", "not": {"properties": {"a": {"type": "string"}}}}, strict_properties=True)
+    assert accepts(negated, {"a": 1})
+    assert not accepts(negated, {"a": "x"})
+
+
+def test_json_mode_accepts_any_value():
+    grammar = constrained.json()
+    for value in [None, 0, -1.5e300, "é\n\"", [], {}, [1, {"a": [True, None, {"": ""}]}]]:
+        assert accepts(grammar, value)
+    for text in ["", "[1,]", "{'a': 1}", "01", "[1] [2]", '{"a"}', "nul"]:
+        assert not grammar.matches(text)
+
+
+def test_schema_inputs(tmp_path):
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(schema))
+    for source in (json.dumps(schema), path, str(path)):
+        grammar = json_schema(source)
+        assert accepts(grammar, {"n": 1}) and not accepts(grammar, {"n": "1"})
+
+
+def test_pydantic_model():
+    pydantic = pytest.importorskip("pydantic")
+
+    class Address(pydantic.BaseModel):
+        city: str
+        zip: str | None = None
+
+    class Person(pydantic.BaseModel):
+        name: str
+        age: int
+        addresses: list[Address] = []
+
+    grammar = json_schema(Person)
+    assert accepts(grammar, {"name": "A", "age": 3, "addresses": [{"city": "B", "zip": None}]})
+    assert not accepts(grammar, {"name": "A", "age": "3"})
+    assert not accepts(grammar, {"name": "A", "age": 3, "addresses": [{"zip": "1"}]})
+
+
+@pytest.mark.parametrize("schema, message", [
+    ({"type": "strin"}, "'type' at the schema root"),
+    ({"properties": {"a": {"minLength": -1}}}, "'minLength' at /properties/a"),
+    ({"items": {"$ref": "#/$defs/missing"}}, "#/$defs/missing"),
+    ({"properties": {"a": {"$ref": "https://example.com/s.json"}}}, "remote"),
+    ({"properties": {"a/b": {"unevaluatedProperties": False}}}, "'unevaluatedProperties' at /properties/a~1b"),
+    ({"type": "array", "items": {"type": "object"}, "uniqueItems": True}, "'uniqueItems' at the schema root"),
+    ({"allOf": [{"type": "string"}, {"type": "integer"}]}, "no JSON value"),
+    ({"type": "object", "properties": {"a": {"type": "integer", "minimum": 5, "maximum": 4}}, "required": ["a"]},
+     "no JSON value"),
+    ({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"}, "refers to itself"),
+    ({"$ref": "#/$defs/b", "$defs": {"b": {"$ref": "#/$defs/b"}}}, "cycle"),
+    ({"type": "string", "format": "no-such-format"}, "'format' at the schema root"),
+    ("{not json", "not valid JSON"),
+    (42, "a schema is"),
+])
+def test_bad_schemas_are_refused(schema, message):
+    with pytest.raises(ConstrainedError, match=None) as error:
+        json_schema(schema)
+    assert message in str(error.value)
+
+
+def test_lenient_skips_and_reports():
+    schema = {"type": "array", "items": {"type": "object"}, "uniqueItems": True, "maxItems": 2}
+    grammar = json_schema(schema, lenient=True)
+    assert any("uniqueItems" in s and "the schema root" in s for s in grammar.skipped)
+    assert accepts(grammar, [{}, {"a": 1}])
+    assert not accepts(grammar, [{}, {}, {}])
+
+
+def test_annotations_and_unknown_keywords_are_ignored():
+    schema = {"title": "T", "description": "d", "examples": [1], "x-vendor": {"type": "string"}, "type": "integer"}
+    grammar = json_schema(schema)
+    assert accepts(grammar, 1) and not accepts(grammar, "1")
+    assert grammar.ignored_keywords == ("x-vendor at the schema root",)
+    assert "JSON Schema" in grammar.description
+
+
+def test_token_level(tokenizers):
+    tokenizer = tokenizers("llama3")
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {
+        "enum": ["a", "b"]}, "uniqueItems": True}}, "required": ["name"], "additionalProperties": False}
+    grammar = compiled(schema)
+    good = json.dumps({"name": "Zoë", "tags": ["b", "a"]})
+    matcher = grammar.matcher(tokenizer)
+    assert matcher.accepts(encode_exact(tokenizer, good))
+    for bad in ['{"name": "x", "tags": ["a", "a"]}', '{"tags": []}', '{"name": "x", "other": 1}']:
+        assert not grammar.matcher(tokenizer).accepts(encode_exact(tokenizer, bad))
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-10, 10) | st.sampled_from([0.5, -2.25, 1e21]) | st.sampled_from(
+        ["", "a", "ab", "x-1", "é"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["a", "b", "kind", "x-1"]), inner,
+                                                                max_size=3),
+    max_leaves=8)
+
+SOUNDNESS_SCHEMAS = [c[1] for c in CASES if c[0] in (
+    "oneOf objects", "oneOf overlapping objects", "not object", "if/then/else", "allOf", "dependentSchemas",
+    "contains", "uniqueItems", "enum", "patternProperties")]
+
+
+@given(value=JSON_VALUES, k=st.integers(0, len(SOUNDNESS_SCHEMAS) - 1))
+def test_accepted_values_are_valid(value, k):
+    schema = SOUNDNESS_SCHEMAS[k]
+    if accepts(compiled(schema), value):
+        assert valid(schema, value)
