@@ -36,13 +36,13 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from common import ROOT, machine, replace_section, summary_us, table, versions
+from common import (ROOT, LLGuidanceMatcher, OursMatcher, Rejected, Worker, WorkerError, llguidance_tokenizer,
+                    machine, replace_section, summary_us, table, versions)
 
 import constrained  # noqa: E402  (common puts the repository on sys.path)
 import mlx.core as mx  # noqa: E402
 from constrained import models  # noqa: E402
 from constrained.dfa import from_regex  # noqa: E402
-from constrained.errors import ConstrainedError  # noqa: E402
 
 HEADING = "## Regular expressions (issue 2)"
 ENGINE_NAMES = ("ours", "llguidance", "xgrammar", "outlines-core")
@@ -206,13 +206,7 @@ def token_sequences(case: Case, tok, vocab) -> tuple[list[list[int]], int]:
 # ---------------------------------------------------------------- engines
 # Each engine: Engine(tok, vocab) prepares the vocabulary; compile(pattern) returns
 # a matcher factory; memory(factory) is the compiled regex's size in bytes, or None
-# (then the worker reports its RSS growth). A matcher has mask() -> the allowed
-# tokens as uint32 words (token t is bit t % 32 of word t // 32; the array is only
-# valid until the next call) and advance(token), which raises Rejected.
-
-
-class Rejected(Exception):
-    """The engine refused a token of the sequence."""
+# (then the worker reports its RSS growth). Matchers: see Rejected in common.py.
 
 
 class Ours:
@@ -238,27 +232,11 @@ class Ours:
         return sum(a.nbytes for a in arrays) + sum(v.nbytes for _, v in index.bias_cache.values())
 
 
-class OursMatcher:
-    def __init__(self, constraint, tok):
-        self.matcher = constraint.matcher(tok)
-
-    def mask(self):
-        return self.matcher.mask()
-
-    def advance(self, token):
-        try:
-            self.matcher.advance(token)
-        except ConstrainedError as e:
-            raise Rejected(str(e)) from None
-
-
 class LLGuidance:
     memory_kind = "RSS growth"
 
     def __init__(self, tok, vocab):
-        import llguidance.hf
-
-        self.tokenizer = llguidance.hf.from_tokenizer(tok._tokenizer, n_vocab=vocab.size, eos_token=sorted(vocab.eos_ids))
+        self.tokenizer = llguidance_tokenizer(tok, vocab)
         self.words = (vocab.size + 31) // 32
 
     def compile(self, pattern):
@@ -272,21 +250,6 @@ class LLGuidance:
     @staticmethod
     def memory(factory):
         return None
-
-
-class LLGuidanceMatcher:
-    def __init__(self, template, words):
-        self.matcher = template.deep_copy()
-        self.words = np.zeros(words, dtype=np.uint32)
-        self.pointer = self.words.ctypes.data
-
-    def mask(self):
-        self.matcher.unsafe_compute_mask_ptr(self.pointer, self.words.nbytes)
-        return self.words
-
-    def advance(self, token):
-        if not self.matcher.consume_token(token):
-            raise Rejected(self.matcher.get_error())
 
 
 class XGrammar:
@@ -537,65 +500,6 @@ HANDLERS = {
 }
 
 
-class EngineError(Exception):
-    """The engine failed: it raised, its worker died, or it took too long."""
-
-
-class Worker:
-    """One engine for one tokenizer in its own process. A request that outlasts its
-    timeout kills the process; the next request starts a new one."""
-
-    def __init__(self, engine_name, vocab_name, setup_runs):
-        self.args = (engine_name, vocab_name, setup_runs)
-        self.process = None
-        self.setup = self._start()
-
-    def _start(self):
-        context = multiprocessing.get_context("spawn")
-        self.conn, child = context.Pipe()
-        self.process = context.Process(target=serve, args=(child, *self.args), daemon=True)
-        self.process.start()
-        child.close()
-        try:
-            return self._receive(SETUP_TIMEOUT)
-        except EngineError:
-            self.stop()  # the worker ends itself when its engine cannot be built
-            raise
-
-    def _receive(self, timeout):
-        if not self.conn.poll(timeout):
-            self.stop()
-            raise EngineError(f"timed out (> {timeout:.0f} s)")
-        try:
-            status, value = self.conn.recv()
-        except EOFError:
-            self.process.join()
-            code = self.process.exitcode
-            self.stop()
-            raise EngineError(f"the worker process died (exit code {code})") from None
-        if status == "error":
-            raise EngineError(value)
-        return value
-
-    def call(self, timeout, *request):
-        if self.process is None:
-            self._start()
-        self.conn.send(request)
-        return self._receive(timeout)
-
-    def stop(self):
-        if self.process is not None:
-            self.process.kill()
-            self.process.join()
-            self.process = None
-
-    def close(self):
-        if self.process is not None:
-            self.conn.send(None)
-            self.process.join(10)
-            self.stop()
-
-
 # ---------------------------------------------------------------- the benchmark
 
 
@@ -673,7 +577,7 @@ def bench_case(case, sequences, from_strings, workers, repeat, tok, vocab):
                 raw["processor"] = worker.call(CHECK_TIMEOUT, "processor", sequences)
             elif ours_masks is not None:
                 result["crosscheck"][name] = compare(ours_masks, masks, sequences, constraint, tok, vocab)
-        except EngineError as e:
+        except WorkerError as e:
             r["error"] = str(e)
             log(f"  {name}: {e}")
     return result, raw
@@ -777,8 +681,8 @@ def bench_vocab(vocab_name, cases, engine_names, repeat):
     for name in engine_names:
         log(f"{vocab_name}: starting {name}")
         try:
-            workers[name] = Worker(name, vocab_name, 1 if name == "ours" else repeat)
-        except EngineError as e:
+            workers[name] = Worker(serve, (name, vocab_name, 1 if name == "ours" else repeat), SETUP_TIMEOUT)
+        except WorkerError as e:
             result["unavailable"][name] = str(e)
             log(f"  {name} n/a: {e}")
             continue
