@@ -25,7 +25,6 @@ import json
 import multiprocessing
 import os
 import re
-import sys
 import tempfile
 import time
 import zlib
@@ -36,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from common import (ROOT, LLGuidanceMatcher, OursMatcher, Rejected, Worker, WorkerError, llguidance_tokenizer,
+from common import (ROOT, LLGuidanceMatcher, OursMatcher, Rejected, Worker, WorkerError, llguidance_tokenizer, log,
                     machine, replace_section, summary_us, table, versions)
 
 import constrained  # noqa: E402  (common puts the repository on sys.path)
@@ -501,10 +500,6 @@ HANDLERS = {
 
 
 # ---------------------------------------------------------------- the benchmark
-
-
-def log(message):
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def ours_preprocessing_once(vocab_name, cold):

@@ -8,6 +8,7 @@ import os
 import platform
 import re
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -82,6 +83,10 @@ def replace_section(heading: str, body: str, path: Path = RESULTS_MD) -> None:
     else:
         text = text.rstrip() + "\n\n" + section
     path.write_text(text)
+
+
+def log(message):
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def table(header, rows) -> str:
