@@ -71,13 +71,13 @@ if then else contentEncoding contentMediaType contentSchema
 # ---------------------------------------------------------------- the corpus
 
 
-def read_corpus(path: Path) -> list[tuple[str, dict]]:
-    """(file name, document) for each .json file of a tarball or folder, by name."""
+def read_corpus(path: Path) -> list[tuple[str, bytes]]:
+    """(file name, contents) for each .json file of a tarball or folder, by name."""
     if path.is_dir():
-        entries = [(p.name, json.loads(p.read_text())) for p in path.rglob("*.json")]
+        entries = [(p.name, p.read_bytes()) for p in path.rglob("*.json")]
     else:
         with tarfile.open(path) as archive:
-            entries = [(Path(m.name).name, json.load(archive.extractfile(m)))
+            entries = [(Path(m.name).name, archive.extractfile(m).read())
                        for m in archive if m.isfile() and m.name.endswith(".json")]
     return sorted(entries, key=lambda e: e[0])
 
@@ -396,7 +396,7 @@ def main():
     if not engines:
         parser.error("no engine can run")
     corpus = read_corpus(args.corpus)
-    entries = select(corpus, set(args.subset), args.limit)
+    entries = [(name, json.loads(data)) for name, data in select(corpus, set(args.subset), args.limit)]
     if not entries:
         parser.error(f"no schema in {args.corpus} matches")
     log(f"{len(entries)} of {len(corpus)} schemas from {args.corpus}; engines: {', '.join(engines)}")
