@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import ROOT, log, machine, replace_section, summary_us, table, versions
+from common import ROOT, log, machine, summary_us, table, versions, write_results
 from schema_engines import ENGINE_NAMES, check, start_worker, unavailable
 
 HEADING = "## JSON Schema: MaskBench (issue 4)"
@@ -414,10 +414,7 @@ def main():
     print(text)
     full = not args.subset and args.limit is None
     if full and not args.no_write:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=1) + "\n")
-        replace_section(HEADING, text)
-        log(f"wrote {args.out} and benchmarks/RESULTS.md")
+        write_results(args.out, results, HEADING, text)
 
 
 if __name__ == "__main__":

@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from common import (ROOT, LLGuidanceMatcher, OursMatcher, Rejected, Worker, WorkerError, llguidance_tokenizer, log,
-                    machine, replace_section, summary_us, table, versions)
+from common import (ROOT, LLGuidanceMatcher, OursMatcher, Rejected, Worker, WorkerError, answer, llguidance_tokenizer,
+                    log, machine, replace_section, summary_us, table, versions)
 
 import constrained  # noqa: E402  (common puts the repository on sys.path)
 import mlx.core as mx  # noqa: E402
@@ -363,11 +363,7 @@ def serve(conn, engine_name, vocab_name, setup_runs):
         return
     conn.send(("ok", setup))
     state = {"engine": engine, "vocab": vocab, "factory": None}
-    for kind, *args in iter(conn.recv, None):
-        try:
-            conn.send(("ok", HANDLERS[kind](state, *args)))
-        except Exception as e:
-            conn.send(("error", f"{type(e).__name__}: {e}"))
+    answer(conn, HANDLERS, state)
 
 
 def handle_compile(state, pattern):

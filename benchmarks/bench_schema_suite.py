@@ -22,7 +22,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from common import ROOT, log, machine, replace_section, table, versions
+from common import ROOT, log, machine, table, versions, write_results
 from schema_engines import ENGINE_NAMES, check, start_worker, unavailable
 from tests.schema_suite import PARTS, SDIST, groups, suite_root  # noqa: E402  (ROOT is on sys.path)
 
@@ -144,10 +144,7 @@ def main():
     text = markdown(results, engines, " ".join(["python benchmarks/bench_schema_suite.py", *sys.argv[1:]]))
     print(text)
     if not args.no_write:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=1) + "\n")
-        replace_section(HEADING, text)
-        log(f"wrote {args.out} and benchmarks/RESULTS.md")
+        write_results(args.out, results, HEADING, text)
 
 
 if __name__ == "__main__":

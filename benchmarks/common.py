@@ -3,6 +3,7 @@ summaries, rewriting one section of RESULTS.md, engines in worker processes and
 the matchers that put ours and llguidance behind one interface."""
 
 import datetime
+import json
 import multiprocessing
 import os
 import platform
@@ -85,6 +86,14 @@ def replace_section(heading: str, body: str, path: Path = RESULTS_MD) -> None:
     path.write_text(text)
 
 
+def write_results(out: Path, results: dict, heading: str, text: str) -> None:
+    """The results as JSON at ``out``, and ``text`` as the section ``heading`` of RESULTS.md."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    replace_section(heading, text)
+    log(f"wrote {out} and {RESULTS_MD.relative_to(ROOT)}")
+
+
 def log(message):
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -105,6 +114,16 @@ class WorkerError(Exception):
 
 class WorkerTimeout(WorkerError):
     """The worker took too long and was killed."""
+
+
+def answer(conn, handlers, state):
+    """A worker's loop once it is set up: answer each request (kind, *args) with
+    ("ok", handlers[kind](state, *args)), or ("error", what it raised), until None."""
+    for kind, *args in iter(conn.recv, None):
+        try:
+            conn.send(("ok", handlers[kind](state, *args)))
+        except Exception as e:
+            conn.send(("error", f"{type(e).__name__}: {e}"))
 
 
 class Worker:

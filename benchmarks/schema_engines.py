@@ -13,7 +13,8 @@ import importlib.util
 import time
 from functools import partial
 
-from common import LLGuidanceMatcher, OursMatcher, Rejected, Worker, WorkerError, WorkerTimeout, llguidance_tokenizer
+from common import (LLGuidanceMatcher, OursMatcher, Rejected, Worker, WorkerError, WorkerTimeout, answer,
+                    llguidance_tokenizer)
 
 import constrained  # noqa: E402  (common puts the repository on sys.path)
 from constrained import models  # noqa: E402
@@ -89,19 +90,15 @@ def serve(conn, engine_name):
         conn.send(("error", f"{type(e).__name__}: {e}"))
         return
     conn.send(("ok", None))
+    gc.freeze()  # the tokenizer and vocabulary are there for good: collections need not walk them
     state = {"engine": engine, "tok": tok, "vocab": vocab, "factory": None}
-    for kind, *args in iter(conn.recv, None):
-        try:
-            conn.send(("ok", HANDLERS[kind](state, *args)))
-        except Exception as e:
-            conn.send(("error", f"{type(e).__name__}: {e}"))
+    answer(conn, HANDLERS, state)
 
 
 def handle_compile(state, schema):
     """{"compile_s", "ttfm_s"} (time to first mask: compile + a matcher + its
     first mask), or {"refused": message}."""
     state["factory"] = None
-    gc.collect()
     start = time.perf_counter()
     try:
         factory = state["engine"].compile(schema)
