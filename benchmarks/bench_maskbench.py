@@ -54,7 +54,7 @@ TARGETS = {  # issue 4, ours on maskbench-dev
     "mask + advance max": ("<=", 10_000, "µs"),
     "time to first mask p50": ("<=", 20, "ms"),
     "time to first mask p99": ("<=", 1000, "ms"),
-    "compiles over 30 s (timeouts)": ("<=", 0, ""),
+    "timeouts (compiles over 30 s)": ("<=", 0, ""),
 }
 
 # Keywords of draft 2020-12 and the older spellings, to name what a compile error is about.
@@ -66,6 +66,7 @@ additionalItems unevaluatedItems minItems maxItems contains minContains maxConta
 maxLength pattern format minimum maximum exclusiveMinimum exclusiveMaximum multipleOf anyOf oneOf allOf not
 if then else contentEncoding contentMediaType contentSchema
 """.split())
+ENGLISH = {"not", "if", "then", "else", "type", "items", "required", "properties", "contains"}  # named only in quotes
 
 
 # ---------------------------------------------------------------- the corpus
@@ -220,16 +221,19 @@ def summarize(records) -> dict:
     }
 
 
+POINTER = r"(?<![\w/])#?/\S*"  # a JSON pointer or URI fragment in a message
+
+
 def error_keyword(message: str) -> str:
     """What a compile error is about: the first JSON Schema keyword it quotes,
-    else the first it names, else its text with quoted parts, JSON pointers and
-    numbers blanked out."""
+    else the first it names outside JSON pointers, else its text with quoted
+    parts, pointers and numbers blanked out."""
     quoted = re.findall(r"""["'`](\$?\w+)["'`]""", message)
-    for word in quoted + re.findall(r"\$?\w+", message):
+    named = [w for w in re.findall(r"\$?\w+", re.sub(POINTER, " ", message)) if w not in ENGLISH]
+    for word in quoted + named:
         if word in KEYWORDS:
             return word
-    blanked = re.sub(r"""(["'`]).*?\1|(?<!\w)/\S*|\d+""", "…", message)
-    return blanked[:80]
+    return re.sub(rf"""(["'`]).*?\1|{POINTER}|\d+""", "…", message)[:80]
 
 
 def results_of(records, engines, entries) -> dict:
@@ -357,7 +361,7 @@ def targets_markdown(s) -> str:
         "mask + advance max": t["max"],
         "time to first mask p50": f["p50"],
         "time to first mask p99": f["p99"],
-        "compiles over 30 s (timeouts)": s["timeout"],
+        "timeouts (compiles over 30 s)": s["timeout"],
     }
     rows = []
     for key, (op, target, unit) in TARGETS.items():
