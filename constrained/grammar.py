@@ -28,16 +28,19 @@ Where lark's own lexer would split text differently from this longest match
 (it takes the first terminal in its order that matches any prefix), the
 grammar is refused at compile time with an example.
 
-All terminals share one byte automaton, the product of their DFAs, whose
-states carry which terminals can still complete (``alive``) and which are
-complete (``accepting``). index.py's trie walk over it gives, for every lexer
-state, where each token leads if it stays inside one lexeme; with the parser
-state's acceptable terminals that settles most tokens at once, per (lexer
-state, acceptable terminals), cached. Tokens that cross a lexeme boundary are
-followed, vectorised over tokens and over the parser stacks they reach, with
-the parser run once per distinct (stack, emitted terminal). Whole masks are
-cached per (lexer state, parser stack), so a repeated situation costs one
-dictionary lookup.
+Grammars may also bring terminals as byte DFAs (``terminals=``, for
+``%declare``'d names): that is how JSON Schemas compile. Lark cannot lex those,
+so only the rules above apply.
+
+How masks are computed (lexer.py holds the automaton, lalr.py the parser): for
+a lexer state and a context (acceptable and valid terminals), index.py's trie
+walk settles every token that stays inside the lexeme, and sorts the others by
+where they leave it and as which terminal; that is cached per (lexer state,
+context), whatever the stack. Tokens that leave the lexeme are then followed
+from the parser stack, vectorised over tokens and over the stacks they reach,
+keeping only those whose next byte can start a lexeme there. A whole mask is
+remembered under the top states of the stack it read (lalr.SuffixMemo), so
+the same situation at another nesting depth costs a dictionary lookup.
 """
 
 import weakref
@@ -47,32 +50,54 @@ from pathlib import Path
 import numpy as np
 
 from .constraint import Compiled
-from .dfa import DFA, from_regex, gc_paused, minimize
+from .dfa import DFA, from_regex, gc_paused
 from .errors import ConstrainedError
 from .index import walk_trie
+from .lalr import END, ParseTable, SuffixMemo
+from .lexer import Lexer, bounded
 from .matcher import TokenHistory
-from .vocab import Trie, Vocabulary, padded_bytes
+from .vocab import Vocabulary, padded_bytes
 
 MAX_IGNORED = 48  # bytes an %ignore'd lexeme (whitespace, a comment) may span
-END = -1  # the parser's end-of-input terminal, $END
-_MASK_CACHE = 1024  # packed masks kept per grammar and vocabulary
-_WALK_CACHE = 96  # first-level token walks kept per grammar and vocabulary (up to ~1 MB each)
+_MASK_CACHE = 50_000  # packed masks kept per grammar and vocabulary (16 KB each on 128k tokens)
+_WALK_CACHE = 2_000  # token walks kept per grammar and vocabulary
 _CONTEXT_CACHE = 100_000  # parser stacks kept per grammar
-_MAX_TABLE = 40_000_000  # token groups x lexer states kept for the inside-a-lexeme walk
 
 
-def grammar(text_or_path, start: str = "start", max_ignored: int = MAX_IGNORED) -> "Grammar":
+def grammar(
+    text_or_path, start: str = "start", max_ignored: int = MAX_IGNORED, terminals: dict | None = None,
+    strict: bool = False,
+) -> "Grammar":
     """Output that lark parses with the grammar ``text_or_path`` (grammar text, or
     the path of a ``.lark`` file), from the rule ``start``.
 
     The grammar must be LALR(1) (lark's ``parser="lalr"``); shift/reduce conflicts
-    are resolved as shifts, as lark does. ``%ignore``'d lexemes span at most
-    ``max_ignored`` bytes, one between two terminals."""
+    are resolved as shifts, as lark does, or refused with ``strict=True``.
+    ``%ignore``'d lexemes span at most ``max_ignored`` bytes, one between two
+    terminals. ``terminals`` maps names the grammar ``%declare``s to byte DFAs
+    (``constrained.dfa.DFA``) that define them; such a grammar is lexed by the
+    rules above only (lark itself cannot lex it)."""
     text, import_paths, source = _read(text_or_path)
     if not isinstance(max_ignored, int) or max_ignored < 1:
         raise ConstrainedError(f"max_ignored is a positive number of bytes, got {max_ignored!r}")
-    lk = _lark(text, start, import_paths)
-    return Grammar(lk, text, start, _Tables(lk, start, max_ignored), source)
+    terminals = dict(terminals or {})
+    for name, dfa in terminals.items():
+        if not isinstance(dfa, DFA):
+            raise ConstrainedError(f"terminal {name!r} must be given as a constrained.dfa.DFA, got {type(dfa).__name__}")
+    lk = _lark(text, start, import_paths, strict)
+    unknown = sorted(set(terminals) - _declared(lk))
+    if unknown:
+        raise ConstrainedError(f"terminals {unknown} are given as DFAs but the grammar does not %declare and use them")
+    language = _compile(lk, start, max_ignored, terminals)
+    return Grammar(lk, language, f"grammar from {source} (start={start!r})", lark_lexes=not terminals)
+
+
+def _declared(lk) -> set:
+    """Terminal names the grammar uses without a pattern (%declare)."""
+    defined = {t.name for t in lk.terminals}
+    table = lk.parser.parser.parser.parse_table
+    rules = {rule.origin.name for rule in lk.rules}
+    return {name for row in table.states.values() for name in row if name not in rules and name not in defined}
 
 
 def _read(text_or_path):
@@ -88,16 +113,20 @@ def _read(text_or_path):
     return text_or_path, [], "grammar text"
 
 
-def _lark(text: str, start: str, import_paths):
+def _lark(text: str, start: str, import_paths, strict: bool = False):
     import lark
     from lark.exceptions import GrammarError, LarkError
 
     if not isinstance(start, str):
         raise ConstrainedError(f"start is the name of a rule, got {start!r}")
     try:
-        return lark.Lark(text, parser="lalr", lexer="contextual", start=start, import_paths=import_paths)
+        return lark.Lark(text, parser="lalr", lexer="contextual", start=start, import_paths=import_paths, strict=strict)
     except GrammarError as e:
         message = str(e).strip()
+        if "Shift/Reduce conflict" in message:
+            raise ConstrainedError(
+                f"the grammar is not LALR(1) (strict mode): a shift/reduce conflict. {message}"
+            ) from None
         if "Reduce/Reduce collision" in message:
             raise ConstrainedError(
                 f"the grammar is not LALR(1): a reduce/reduce conflict. {message}\n"
@@ -118,295 +147,130 @@ def _lark(text: str, start: str, import_paths):
         raise ConstrainedError(f"invalid grammar: {type(e).__name__}: {e}") from None
 
 
-def _bounded(dfa: DFA, limit: int) -> DFA:
-    """``dfa`` restricted to strings of at most ``limit`` bytes."""
-    n, width = dfa.n_states, limit + 1
-    ids = np.arange(n)[:, None] * width + np.arange(width)[None, :]  # (state, bytes so far)
-    transitions = np.full((n * width, 256), -1, dtype=np.int32)
-    step = dfa.transitions[:, None, :]  # (n, 1, 256)
-    target = np.where(step >= 0, step * width + (np.arange(width)[None, :, None] + 1), -1)
-    target[:, -1, :] = -1  # no byte after the limit
-    transitions[ids.ravel()] = target.reshape(n * width, 256)
-    accepting = np.repeat(dfa.accepting, width)
-    return minimize(transitions, accepting)
-
-
-class _Context:
-    """What a parser stack means to the lexer: acceptable terminals (lark's), valid
-    ones (that the parser really shifts), and per lexer state whether a lexeme can
-    still grow and which terminal it is emitted as."""
-
-    __slots__ = ("alive_lark", "alive_valid", "choice", "end_ok")
-
-    def __init__(self, alive_lark, alive_valid, choice, end_ok):
-        self.alive_lark = alive_lark  # (n + 1,) bool, sentinel state n is False
-        self.alive_valid = alive_valid  # (n + 1,) bool
-        self.choice = choice  # (n + 1,) int: the valid terminal emitted there, -1 for none
-        self.end_ok = end_ok  # whether $END is accepted with this stack
-
-
-class _Tables:
-    """Everything about a grammar that does not depend on a vocabulary."""
-
-    def __init__(self, lk, start: str, max_ignored: int):
-        from lark.parsers.lalr_analysis import Shift
-
-        table = lk.parser.parser.parser.parse_table
-        self.start_state = table.start_states[start]
-        self.end_state = table.end_states[start]
-        defs = {t.name: t for t in lk.terminals}
-        ignored_names = set(lk.ignore_tokens)
-        rules = {rule.origin.name for rule in lk.rules}
-        used = set(ignored_names)
-        for row in table.states.values():
-            used.update(name for name in row if name not in rules and name != "$END")
-        missing = sorted(used - defs.keys())
-        if missing:
-            raise ConstrainedError(
-                f"terminals {missing} have no pattern (%declare'd for a postlexer such as an Indenter), "
-                "which grammar() does not support: define them with a string or a regex"
-            )
-        # Lark's lexer order: priority, then longest possible match, then pattern length, then name.
-        self.names = sorted(
-            used, key=lambda n: (-defs[n].priority, -defs[n].pattern.max_width, -len(defs[n].pattern.value), n)
+def _compile(lk, start: str, max_ignored: int, terminals: dict) -> "_Language":
+    """The lexer and parse table of a loaded lark grammar."""
+    defs = {t.name: t for t in lk.terminals}
+    ignored_names = set(lk.ignore_tokens)
+    rules = {rule.origin.name for rule in lk.rules}
+    table = lk.parser.parser.parser.parse_table
+    used = set(ignored_names)
+    for row in table.states.values():
+        used.update(name for name in row if name not in rules and name != "$END")
+    missing = sorted(used - defs.keys() - terminals.keys())
+    if missing:
+        raise ConstrainedError(
+            f"terminals {missing} have no pattern (%declare'd for a postlexer such as an Indenter), "
+            "which grammar() does not support: define them with a string or a regex, or pass their DFAs "
+            "as terminals="
         )
-        self.index = {name: k for k, name in enumerate(self.names)}
-        n_terms = len(self.names)
-        self.ignored = np.array([name in ignored_names for name in self.names], dtype=bool)
-        is_str = [type(defs[n].pattern).__name__ == "PatternStr" for n in self.names]
-        self.choice_order = np.array(
-            sorted(range(n_terms), key=lambda k: (-defs[self.names[k]].priority, not is_str[k], k)), dtype=np.int64
+    _check_productive(lk, start)
+
+    def order(name):  # lark's lexer order: priority, longest possible match, pattern length, name
+        if name in terminals:
+            return (0, 0, 0, name)
+        d = defs[name]
+        return (-d.priority, -d.pattern.max_width, -len(d.pattern.value), name)
+
+    names = sorted(used, key=order)
+    priority = np.array([0 if n in terminals else defs[n].priority for n in names])
+    is_str = np.array([n not in terminals and type(defs[n].pattern).__name__ == "PatternStr" for n in names])
+    ignored = np.array([n in ignored_names for n in names], dtype=bool)
+    choice_order = np.array(sorted(range(len(names)), key=lambda k: (-priority[k], not is_str[k], k)), dtype=np.int64)
+    dfas = []
+    with gc_paused():
+        for name in names:
+            dfa = terminals[name] if name in terminals else _terminal_dfa(name, defs[name].pattern)
+            dfas.append(bounded(dfa, max_ignored) if name in ignored_names else dfa)
+        lexer = Lexer(dfas, ignored, choice_order)
+    parser = ParseTable(lk, start, {name: k for k, name in enumerate(names)})
+    language = _Language(names, lexer, parser)
+    if not terminals:  # with DFA terminals lark cannot lex the grammar, so there is nothing to agree with
+        lexer.check_lark_agrees(set(language.acceptable.values()), names, is_str, priority)
+    return language
+
+
+def _terminal_dfa(name: str, pattern) -> DFA:
+    try:
+        return from_regex(pattern.to_regexp())
+    except ConstrainedError as e:
+        hint = ""
+        if name == "ESCAPED_STRING":
+            hint = ("; lark's common.ESCAPED_STRING uses a lookbehind: define the string without it, "
+                    'e.g. STRING: /"([^"\\\\]|\\\\.)*"/')
+        raise ConstrainedError(f"terminal {name} ({pattern}) cannot be used: {e}{hint}") from None
+
+
+def _check_productive(lk, start: str) -> None:
+    """An empty language (a rule that can never finish) is refused."""
+    productive: set = set()
+    changed = True
+    while changed:
+        changed = False
+        for rule in lk.rules:
+            name = rule.origin.name
+            if name not in productive and all(s.is_term or s.name in productive for s in rule.expansion):
+                productive.add(name)
+                changed = True
+    if start not in productive:
+        raise ConstrainedError(
+            f"the grammar's language is empty: rule {start!r} never derives a finite string "
+            "(every alternative needs a rule that never finishes, e.g. only left-recursive ones)"
         )
 
-        # The parse table on terminal indices ($END is END).
-        self.actions: dict = {}
-        self.goto: dict = {}
-        self.accepts: dict = {}
-        for state, row in table.states.items():
-            acts, gotos = {}, {}
-            for name, (action, arg) in row.items():
-                key = END if name == "$END" else self.index.get(name)
-                if key is None:  # a rule: the goto part
-                    gotos[name] = arg
-                elif action is Shift:
-                    acts[key] = (True, arg, 0)
-                else:
-                    acts[key] = (False, arg.origin.name, len(arg.expansion))
-            self.actions[state] = acts
-            self.goto[state] = gotos
-            self.accepts[state] = frozenset(k for k in acts if k != END) | frozenset(np.flatnonzero(self.ignored).tolist())
-        self._check_productive(lk, start)
 
-        dfas = []
-        with gc_paused():
-            for name in self.names:
-                pattern = defs[name].pattern
-                try:
-                    dfa = from_regex(pattern.to_regexp())
-                except ConstrainedError as e:
-                    hint = ""
-                    if name == "ESCAPED_STRING":
-                        hint = ("; lark's common.ESCAPED_STRING uses a lookbehind: define the string without it, "
-                                'e.g. STRING: /"([^"\\\\]|\\\\.)*"/')
-                    raise ConstrainedError(f"terminal {name} ({pattern}) cannot be used: {e}{hint}") from None
-                if name in ignored_names:
-                    dfa = _bounded(dfa, max_ignored)
-                dfas.append(dfa)
-            self._product(dfas)
-        self._is_str = np.array(is_str, dtype=bool)
-        self._priority = np.array([defs[n].priority for n in self.names])
-        self._check_lexer_order(defs)
-        self._contexts: OrderedDict = OrderedDict()
-        self._feeds: dict = {}
-        self._arrays: dict = {}
+class _Language:
+    """Everything about a grammar that does not depend on a vocabulary: how the
+    lexer and the parser meet. A matcher's state is (lexer state, parser stack);
+    the lexer state lives in the context of the stack that was there when the
+    lexeme began (the stack does not change inside a lexeme)."""
 
-    def _check_productive(self, lk, start: str) -> None:
-        """An empty language (a rule that can never finish) is refused."""
-        productive: set = set()
-        changed = True
-        while changed:
-            changed = False
-            for rule in lk.rules:
-                name = rule.origin.name
-                if name not in productive and all(s.is_term or s.name in productive for s in rule.expansion):
-                    productive.add(name)
-                    changed = True
-        if start not in productive:
-            raise ConstrainedError(
-                f"the grammar's language is empty: rule {start!r} never derives a finite string "
-                "(every alternative needs a rule that never finishes, e.g. only left-recursive ones)"
-            )
+    def __init__(self, names, lexer: Lexer, parser: ParseTable):
+        self.names = names
+        self.lexer = lexer
+        self.parser = parser
+        ignored = frozenset(np.flatnonzero(lexer.ignored).tolist())
+        self.acceptable = {state: terms | ignored for state, terms in parser.acceptable.items()}
+        self._contexts = SuffixMemo(_CONTEXT_CACHE)
 
-    def _product(self, dfas) -> None:
-        """The combined automaton: states are tuples of per-terminal states (-1 dead);
-        the two start states (a fresh lexeme, and a fresh lexeme right after an
-        ignored one, where ignored terminals may not start) are distinct from
-        every other state."""
-        n_terms = len(dfas)
-        starts = [
-            (True, tuple(0 for _ in dfas)),
-            (True, tuple(-1 if self.ignored[k] else 0 for k in range(n_terms))),
-        ]
-        ids: dict = {}
-        order: list = []
-        for s in starts:
-            if s not in ids:
-                ids[s] = len(order)
-                order.append(s)
-        self.q0, self.q0i = ids[starts[0]], ids[starts[1]]
-        dead_row = np.full(256, -1, dtype=np.int32)
-        rows = []
-        for _, comps in order:
-            nxt = np.stack([dfas[k].transitions[s] if s >= 0 else dead_row for k, s in enumerate(comps)])
-            cols, inverse = np.unique(nxt.T, axis=0, return_inverse=True)
-            targets = np.empty(len(cols), dtype=np.int32)
-            for i, col in enumerate(cols):
-                if (col < 0).all():
-                    targets[i] = -1
-                    continue
-                key = (False, tuple(col.tolist()))
-                if key not in ids:
-                    ids[key] = len(order)
-                    order.append(key)
-                targets[i] = ids[key]
-            rows.append(targets[inverse.ravel()])
-        n = len(order)
-        comps = np.array([c for _, c in order], dtype=np.int64).reshape(n, n_terms)
-        self.n_states = n
-        self.alive = comps >= 0
-        self.accepting = np.zeros((n, n_terms), dtype=bool)
-        for k, dfa in enumerate(dfas):
-            live = comps[:, k] >= 0
-            self.accepting[live, k] = dfa.accepting[comps[live, k]]
-        trans = np.vstack(rows + [np.full(256, n, dtype=np.int32)])
-        trans[trans < 0] = n  # the sentinel dead state n
-        self.trans = np.ascontiguousarray(trans, dtype=np.int32)
-        self.starts = (self.q0, self.q0i)
+    def start(self) -> tuple:
+        return self.lexer.q0, self.parser.start_stack()
 
-    def _check_lexer_order(self, defs) -> None:
-        """Refuse terminals that lark's lexer would split differently from the
-        longest match used here. Lark takes, among the terminals it tries, the
-        first (in its order: priority, longest possible match, ...) that matches
-        any prefix; here the lexeme is the longest one, emitted as the terminal
-        the tie rule picks. They agree when, wherever a lexeme may end, the first
-        terminal in lark's order that matched any prefix of it matches it whole
-        and is the one picked (or is a regex that lark's "unless" rule turns into
-        the string literal picked)."""
-        n_terms = len(self.names)
-        for lark_set in set(self.accepts.values()):
-            in_set = np.zeros(n_terms, dtype=bool)
-            in_set[list(lark_set)] = True
-            alive = np.append((self.alive & in_set).any(axis=1), False)
-            accepting = self.accepting & in_set
-            complete = accepting[:, self.choice_order]
-            picked = np.where(complete.any(axis=1), self.choice_order[complete.argmax(axis=1)], -1)
-            first_acc = np.where(accepting.any(axis=1), accepting.argmax(axis=1), n_terms)  # names are in lark's order
-            seen = {(q, n_terms): b"" for q in set(self.starts)}
-            queue = list(seen)
-            while queue:
-                q, best = queue.pop()
-                if picked[q] >= 0:
-                    winner = min(best, int(first_acc[q]))
-                    choice = int(picked[q])
-                    ok = winner == choice or (
-                        accepting[q, winner]
-                        and self._is_str[choice]
-                        and not self._is_str[winner]
-                        and self._priority[winner] == self._priority[choice]
-                    )
-                    if not ok:
-                        text = seen[(q, best)]
-                        raise ConstrainedError(
-                            f"terminals {self.names[winner]} and {self.names[choice]} overlap in a way lark's lexer "
-                            f"resolves differently from the longest match: on {text!r} lark takes "
-                            f"{self.names[winner]} (it comes first in lark's order: priority, then longest possible "
-                            f"match{'' if accepting[q, winner] else ', even though it matches only a shorter prefix'}), "
-                            f"the longest match is {self.names[choice]}. Make the terminals disjoint, or give "
-                            f"{self.names[choice]} a higher priority"
-                        )
-                nbest = min(best, int(first_acc[q]))
-                row = self.trans[q]
-                for b in np.unique(row).tolist():
-                    if b < self.n_states and alive[b] and (b, nbest) not in seen:
-                        seen[(b, nbest)] = seen[(q, best)] + bytes([int(np.argmax(row == b))])
-                        queue.append((b, nbest))
+    def context(self, stack: tuple):
+        """(LexContext, whether $END is accepted) for a parser stack. Valid terminals
+        are the acceptable ones the parser really shifts (LALR may reduce before it
+        notices an error); ignored terminals are always valid."""
+        parser = self.parser
+        hit = self._contexts.get(0, stack)
+        if hit is not None:
+            parser.read(stack, hit[0])
+            return hit[1]
+        with parser.reading(stack) as depth:
+            acceptable = self.acceptable[stack[-1]]
+            ignored = self.lexer.ignored
+            valid = frozenset(k for k in acceptable if ignored[k] or parser.feed(stack, k) is not None)
+            value = (self.lexer.context(acceptable, valid), parser.feed(stack, END) is not None)
+            self._contexts.put(0, stack, depth(), value)
+        return value
 
-    # The parser, on stacks of LALR states (tuples).
-
-    def feed(self, stack: tuple, term: int):
-        """The stack after ``term`` (END: the stack once accepted), or None if the
-        parser rejects it."""
-        key = (stack, term)
-        if key in self._feeds:
-            return self._feeds[key]
-        st = list(stack)
-        result = None
-        while True:
-            action = self.actions[st[-1]].get(term)
-            if action is None:
-                break
-            shift, arg, size = action
-            if shift:
-                st.append(arg)
-                result = tuple(st)
-                break
-            if size:
-                del st[-size:]
-            st.append(self.goto[st[-1]][arg])
-            if term == END and st[-1] == self.end_state:
-                result = tuple(st)
-                break
-        if len(self._feeds) > _CONTEXT_CACHE:
-            self._feeds.clear()
-        self._feeds[key] = result
-        return result
-
-    def context(self, stack: tuple) -> _Context:
-        ctx = self._contexts.get(stack)
-        if ctx is not None:
-            return ctx
-        lark_set = self.accepts[stack[-1]]
-        valid = frozenset(k for k in lark_set if self.ignored[k] or self.feed(stack, k) is not None)
-        arrays = self._arrays.get((lark_set, valid))
-        if arrays is None:
-            arrays = self._arrays[(lark_set, valid)] = self._context_arrays(lark_set, valid)
-        ctx = _Context(*arrays, self.feed(stack, END) is not None)
-        self._contexts[stack] = ctx
-        if len(self._contexts) > _CONTEXT_CACHE:
-            self._contexts.popitem(last=False)
-        return ctx
-
-    def _context_arrays(self, lark_set, valid):
-        n_terms = len(self.names)
-        in_lark = np.zeros(n_terms, dtype=bool)
-        in_lark[list(lark_set)] = True
-        in_valid = np.zeros(n_terms, dtype=bool)
-        in_valid[list(valid)] = True
-        alive_lark = np.append((self.alive & in_lark).any(axis=1), False)
-        alive_valid = np.append((self.alive & in_valid).any(axis=1), False)
-        complete = (self.accepting & in_lark)[:, self.choice_order]
-        first = self.choice_order[complete.argmax(axis=1)]
-        choice = np.where(complete.any(axis=1) & in_valid[first], first, -1)
-        return alive_lark, alive_valid, np.append(choice, -1)
-
-    def start_stack(self) -> tuple:
-        return (self.start_state,)
+    def after(self, stack: tuple, term: int):
+        """(fresh lexer state, stack) once the lexeme is emitted as ``term``."""
+        if self.lexer.ignored[term]:
+            return self.lexer.q0i, stack
+        return self.lexer.q0, self.parser.feed(stack, term)
 
     def eos_ok(self, q: int, stack: tuple) -> bool:
-        ctx = self.context(stack)
-        if q in self.starts:
-            return ctx.end_ok
+        ctx, end_ok = self.context(stack)
+        if q in self.lexer.starts:
+            return end_ok
         term = int(ctx.choice[q])
         if term < 0:
             return False
-        if self.ignored[term]:
-            return ctx.end_ok
-        return self.context(self.feed(stack, term)).end_ok
+        return self.context(self.after(stack, term)[1])[1]
 
     def step(self, q: int, stack: tuple, data: bytes):
         """(lexer state, stack) after ``data``, or None where it is not allowed."""
-        ctx = self.context(stack)
-        trans = self.trans
+        ctx = self.context(stack)[0]
+        trans = self.lexer.trans
         for b in data:
             nq = trans[q, b]
             if ctx.alive_lark[nq]:
@@ -415,12 +279,8 @@ class _Tables:
             term = int(ctx.choice[q])
             if term < 0:
                 return None
-            if self.ignored[term]:
-                q = self.q0i
-            else:
-                stack = self.feed(stack, term)
-                ctx = self.context(stack)
-                q = self.q0
+            q, stack = self.after(stack, term)
+            ctx = self.context(stack)[0]
             nq = trans[q, b]
             if not ctx.alive_lark[nq]:
                 return None
@@ -430,12 +290,12 @@ class _Tables:
         return int(q), stack
 
     def forced(self, q: int, stack: tuple) -> bytes:
-        ctx = self.context(stack)
+        ctx, end_ok = self.context(stack)
         out = bytearray()
         while len(out) < 256:
-            if ctx.choice[q] >= 0 or (q in self.starts and ctx.end_ok):
+            if ctx.choice[q] >= 0 or (q in self.lexer.starts and end_ok):
                 break
-            nxt = self.trans[q]
+            nxt = self.lexer.trans[q]
             live = np.flatnonzero(ctx.alive_valid[nxt])
             if len(live) != 1:
                 break
@@ -443,31 +303,37 @@ class _Tables:
             q = int(nxt[live[0]])
         return bytes(out)
 
+    def matches(self, data: bytes) -> bool:
+        state = self.step(*self.start(), data)
+        return state is not None and self.eos_ok(*state)
+
 
 class Grammar(Compiled):
     """A compiled Lark grammar. ``matcher(tokenizer)`` follows one sequence;
     ``processor(tokenizer)`` is an mlx-lm logits processor for one generation."""
 
-    def __init__(self, lk, text: str, start: str, tables: _Tables, source: str):
+    def __init__(self, lk, language: _Language, description: str, lark_lexes: bool = True):
         super().__init__()
         self.lark = lk
-        self.text = text
-        self.start = start
-        self.tables = tables
-        self.description = f"grammar from {source} (start={start!r})"
+        self.language = language
+        self.description = description
+        self._lark_lexes = lark_lexes
 
     def __repr__(self) -> str:
-        t = self.tables
-        return f"<Grammar {self.description}: {len(t.names)} terminals, {t.n_states} lexer states>"
+        return (f"<Grammar {self.description}: {len(self.language.names)} terminals, "
+                f"{self.language.lexer.n_states} lexer states>")
 
     def _new_index(self, vocab: Vocabulary) -> "GrammarIndex":
-        return GrammarIndex(self.tables, vocab)
+        return GrammarIndex(self.language, vocab)
 
     def _new_matcher(self, index: "GrammarIndex") -> "GrammarMatcher":
         return GrammarMatcher(index)
 
     def matches(self, text: str) -> bool:
-        """Whether lark parses ``text`` with this grammar."""
+        """Whether ``text`` is in the language: lark parses it (grammars whose
+        terminals lark can lex), else this engine accepts its bytes."""
+        if not self._lark_lexes:
+            return self.language.matches(text.encode())
         from lark.exceptions import LarkError
 
         try:
@@ -477,36 +343,29 @@ class Grammar(Compiled):
             return False
 
 
-_TOKEN_BYTES: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDictionary()
+class _Walk:
+    """How every token fares from one lexer state in one context, before the
+    parser is asked anything: ``inside`` (packed) the tokens that stay inside the
+    lexeme and end where a valid terminal can still complete; ``zero_bits``
+    (packed) those whose first byte already starts a new lexeme, after the current
+    one is emitted as ``zero_term``; ``later``: per terminal emitted, the tokens
+    that leave the lexeme after one byte or more, sorted by the byte that starts
+    the next lexeme (``offsets``: where it is; ``byte_starts``: bucket bounds)."""
 
+    __slots__ = ("inside", "zero_term", "zero_bits", "later")
 
-def _token_matrix(vocab: Vocabulary):
-    """The vocabulary's bytes as a zero-padded (size, longest) uint8 matrix, and lengths."""
-    hit = _TOKEN_BYTES.get(vocab)
-    if hit is None:
-        hit = _TOKEN_BYTES[vocab] = padded_bytes(vocab.tokens)
-    return hit
-
-
-def _state_table(combined: DFA, trie):
-    """(table, token_group): ``table[q, token_group[t]]`` is the lexer state after
-    token t's bytes from state q while some terminal stays alive, else the
-    sentinel n (also for group -1, the last column). None when too large."""
-    token_group, group_next = walk_trie(combined, trie)
-    n = combined.n_states
-    if group_next.size > _MAX_TABLE:  # too large to keep: tokens are walked byte by byte instead
-        return None, token_group
-    dtype = np.int16 if n < 32767 else np.int32
-    table = np.full((n + 1, group_next.shape[0] + 1), n, dtype=dtype)
-    table[:n, :-1] = np.where(group_next < 0, n, group_next).T
-    return table, token_group
+    def __init__(self, inside, zero_term, zero_bits, later):
+        self.inside, self.zero_term, self.zero_bits, self.later = inside, zero_term, zero_bits, later
 
 
 class GrammarIndex:
-    """A grammar over one vocabulary: masks per (lexer state, parser stack), cached."""
+    """A grammar over one vocabulary: token masks per (lexer state, parser stack),
+    remembered under the top of the stack that decided them."""
 
-    def __init__(self, tables: _Tables, vocab: Vocabulary):
-        self.tables = tables
+    def __init__(self, language: _Language, vocab: Vocabulary):
+        self.language = language
+        self.lexer = language.lexer
+        self.parser = language.parser
         self.vocab = vocab
         self.bytes, self.lengths = _token_matrix(vocab)
         self.eos = np.array(sorted(vocab.eos_ids), dtype=np.int64)
@@ -515,107 +374,108 @@ class GrammarIndex:
         self._usable = np.flatnonzero(usable)
         self._first_byte = self.bytes[self._usable, 0]
         # Where each token leads from every lexer state while some terminal stays
-        # alive (index.py's trie walk over the combined automaton) ...
-        n = tables.n_states
-        combined = DFA(np.where(tables.trans[:n] == n, -1, tables.trans[:n]).astype(np.int32), tables.accepting.any(axis=1))
-        self._next_by_state, token_group = _state_table(combined, vocab.trie)
+        # alive: index.py's trie walk over the lexer's automaton.
+        self._next_by_state, token_group = _state_table(self.lexer.dfa(), vocab.trie)
         self._usable_group = token_group[self._usable]
-        # ... and the same for each token without its first byte: tokens that cross
-        # into a new lexeme after one byte (" name", '",') are mostly settled by one lookup.
-        self._next1_by_state = self._group1 = None
-        if (self.lengths > 1).any():
-            rests = [t[1:] if len(t) > 1 and i not in vocab.eos_ids else b"" for i, t in enumerate(vocab.tokens)]
-            self._next1_by_state, self._group1 = _state_table(combined, Trie.build(rests))
         self.words = (vocab.size + 31) // 32
         self._walks: OrderedDict = OrderedDict()
-        self._masks: OrderedDict = OrderedDict()
+        self._masks = SuffixMemo(_MASK_CACHE)
         self.bias_cache: OrderedDict = OrderedDict()
-        eos_packed = np.zeros(self.words * 32, dtype=bool)
-        eos_packed[self.eos] = True
-        self._eos_only = self._pack(eos_packed[: vocab.size])
+        self._eos_only = self._pack_ids(self.eos)
 
-    def _pack(self, allowed: np.ndarray) -> np.ndarray:
-        bits = np.packbits(allowed, bitorder="little")
-        words = np.zeros(self.words * 4, dtype=np.uint8)
-        words[: len(bits)] = bits
-        packed = words.view(np.uint32)
-        packed.flags.writeable = False
+    def _pack_ids(self, ids) -> np.ndarray:
+        """Packed words with the bits of ``ids`` set."""
+        allowed = np.zeros(self.words * 32, dtype=bool)
+        allowed[ids] = True
+        packed = np.packbits(allowed, bitorder="little").view(np.uint32)
         return packed
 
     def finished_mask(self) -> np.ndarray:
         return self._eos_only
 
     def mask(self, q: int, stack: tuple) -> np.ndarray:
-        key = (q, stack)
-        packed = self._masks.get(key)
-        if packed is not None:
-            self._masks.move_to_end(key)
-            return packed
-        tables = self.tables
-        ctx = tables.context(stack)
-        inside, b_tok, b_off, b_term = self._first_walk(q, ctx)
-        allowed = inside.copy()
-        # Tokens whose first byte already starts a new lexeme are allowed exactly
-        # when they are allowed at the start of that lexeme: reuse that mask.
-        first = b_off == 0
-        for t in np.unique(b_term[first]).tolist():
-            sel = b_tok[first & (b_term == t)]
-            if tables.ignored[t]:
-                after = self.mask(tables.q0i, stack)
-            else:
-                after = self.mask(tables.q0, tables.feed(stack, t))
-            bits = np.unpackbits(after.view(np.uint8), bitorder="little")
-            allowed[sel] |= bits[sel].view(bool)
-        later = ~first
-        self._cross(b_tok[later], b_off[later], b_term[later], stack, allowed)
-        if self.tables.eos_ok(q, stack):
-            allowed[self.eos] = True
-        packed = self._pack(allowed)
-        self._masks[key] = packed
-        if len(self._masks) > _MASK_CACHE:
-            self._masks.popitem(last=False)
+        parser = self.parser
+        hit = self._masks.get(q, stack)
+        if hit is not None:
+            parser.read(stack, hit[0])
+            return hit[1]
+        with parser.reading(stack) as depth:
+            packed = self._mask(q, stack)
+            self._masks.put(q, stack, depth(), packed)
         return packed
 
-    def _first_walk(self, q: int, ctx: _Context):
-        """Tokens from lexer state q: those allowed without leaving the lexeme (bool
-        per token), and those that leave it where a terminal is emitted (token,
-        byte offset, terminal). Depends on q and the context's arrays only."""
-        key = (q, id(ctx.alive_lark), id(ctx.alive_valid))
+    def _mask(self, q: int, stack: tuple) -> np.ndarray:
+        language, lexer = self.language, self.lexer
+        ctx, _ = language.context(stack)
+        walk = self._walk_from(q, ctx)
+        words = walk.inside.copy()
+        if walk.zero_term >= 0:
+            words |= self.mask(*language.after(stack, walk.zero_term)) & walk.zero_bits
+        found = []
+        for term, (tok, offsets, byte_starts) in walk.later.items():
+            q2, stack2 = language.after(stack, term)
+            if stack2 is None:
+                continue
+            # Only tokens whose next byte can start a lexeme there go on.
+            fits = np.flatnonzero(language.context(stack2)[0].alive_lark[lexer.trans[q2, :]])
+            picked = [np.arange(byte_starts[b], byte_starts[b + 1]) for b in fits.tolist() if byte_starts[b + 1] > byte_starts[b]]
+            if picked:
+                pick = np.concatenate(picked)
+                found.append(self._cross(tok[pick], offsets[pick], q2, stack2))
+        if found:
+            words |= self._pack_ids(np.concatenate(found))
+        if language.eos_ok(q, stack):
+            words |= self._eos_only
+        words.flags.writeable = False
+        return words
+
+    def _walk_from(self, q: int, ctx) -> _Walk:
+        """The ``_Walk`` from lexer state q in context ctx (cached)."""
+        key = (q, ctx.key)
         hit = self._walks.get(key)
-        if hit is not None and hit[0] is ctx.alive_lark and hit[1] is ctx.alive_valid:
+        if hit is not None:
             self._walks.move_to_end(key)
-            return hit[2]
+            return hit
         usable = self._usable
         inside = np.zeros(self.vocab.size, dtype=bool)
-        # Tokens whose first byte does not fit the lexeme: they leave it at once.
-        first_out = ~ctx.alive_lark[self.tables.trans[q]][self._first_byte]
-        if self._next_by_state is not None:
-            end = self._next_by_state[q][self._usable_group]  # group -1 picks the last column, n
-            stays = ctx.alive_lark[end]  # the whole token stays inside the lexeme
-            inside[usable[stays & ctx.alive_valid[end]]] = True
-            rest = ~stays & ~first_out
-        else:
-            rest = ~first_out
-        tok = usable[rest]  # these leave the lexeme after a byte or more, or die
-        ended, end_state, b_tok, b_off, b_p = self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, ctx)
+        # Tokens whose first byte does not fit the lexeme leave it at once.
+        first_out = ~ctx.alive_lark[self.lexer.trans[q]][self._first_byte]
+        end = self._next_by_state[q][self._usable_group]  # group -1 picks the last column, the sentinel
+        stays = ctx.alive_lark[end]  # the whole token stays inside the lexeme
+        inside[usable[stays & ctx.alive_valid[end]]] = True
+        tok = usable[~stays & ~first_out]  # these leave the lexeme after a byte or more, or die
+        ended, end_state, b_tok, b_off, b_state = self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, ctx)
         inside[ended[ctx.alive_valid[end_state]]] = True
-        b_tok = np.concatenate([usable[first_out], b_tok])
-        b_off = np.concatenate([np.zeros(int(first_out.sum()), dtype=np.int64), b_off])
-        term = ctx.choice[np.concatenate([np.full(int(first_out.sum()), q, dtype=np.int64), b_p])]
-        keep = term >= 0  # compact: up to a vocabulary's worth of entries per cached walk
-        result = (inside, b_tok[keep].astype(np.int32), b_off[keep].astype(np.int16), term[keep].astype(np.int32))
-        self._walks[key] = (ctx.alive_lark, ctx.alive_valid, result)
+        zero_term = int(ctx.choice[q])
+        zero_bits = self._pack_ids(usable[first_out]) if zero_term >= 0 else None
+        later = {}
+        term = ctx.choice[b_state]
+        for t in np.unique(term[term >= 0]).tolist():
+            sel = term == t
+            tok_t, off_t = b_tok[sel], b_off[sel]
+            nxt = self.bytes[tok_t, off_t]
+            order = np.argsort(nxt, kind="stable")
+            byte_starts = np.searchsorted(nxt[order], np.arange(257))
+            later[t] = (tok_t[order].astype(np.int32), off_t[order].astype(np.int16), byte_starts)
+        result = _Walk(self._pack_bool(inside), zero_term, zero_bits, later)
+        self._walks[key] = result
         if len(self._walks) > _WALK_CACHE:
             self._walks.popitem(last=False)
         return result
 
-    def _walk(self, tok, off, q, ctx: _Context):
-        """Walk tokens ``tok`` from byte ``off`` in lexer state ``q`` (scalar or per
-        token) until each ends (-> ended tokens and their states) or leaves the
-        lexeme (-> token, offset of the byte that does not fit, state before it)."""
-        trans, lengths, matrix = self.tables.trans, self.lengths, self.bytes
+    def _pack_bool(self, allowed: np.ndarray) -> np.ndarray:
+        words = np.zeros(self.words * 4, dtype=np.uint8)
+        bits = np.packbits(allowed, bitorder="little")
+        words[: len(bits)] = bits
+        return words.view(np.uint32)
+
+    def _walk(self, tok, off, q, ctx):
+        """Walk tokens ``tok`` from byte ``off`` in lexer state ``q`` until each ends
+        (-> ended tokens and their states) or leaves the lexeme (-> token, offset
+        of the byte that does not fit, state before it)."""
+        trans, lengths, matrix = self.lexer.trans, self.lengths, self.bytes
         alive = ctx.alive_lark
-        state = np.broadcast_to(np.asarray(q, dtype=np.int64), tok.shape).copy()
+        state = np.full(tok.shape, q, dtype=np.int64)
         pos = off.copy()
         ended, end_state, b_tok, b_off, b_p = [], [], [], [], []
         while len(tok):
@@ -637,26 +497,22 @@ class GrammarIndex:
                 tok, pos, nxt = tok[keep], pos[keep], nxt[keep]
             state = nxt.astype(np.int64)
             pos = pos + 1
-        cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-        return cat(ended), cat(end_state), cat(b_tok), cat(b_off), cat(b_p)
+        return _cat(ended), _cat(end_state), _cat(b_tok), _cat(b_off), _cat(b_p)
 
-    def _cross(self, tok, off, term, stack: tuple, allowed: np.ndarray) -> None:
-        """Follow tokens that emit ``term`` before byte ``off`` (with ``stack``) to
-        their end, all at once whatever parser stacks they reach: mark those allowed.
-
-        Each token carries a lexer state and a stack id; every byte position is
-        one vectorised step, and the parser only runs once per distinct (stack,
-        terminal) pair where lexemes end."""
-        tables = self.tables
-        if not len(tok):
-            return
+    def _cross(self, tok, off, q: int, stack: tuple) -> np.ndarray:
+        """Tokens that, from a fresh lexeme in state ``q`` with ``stack``, can spell
+        their bytes from ``off`` on: all followed at once, whatever parser stacks
+        they reach. Each token carries a lexer state and a stack id; every byte
+        position is one vectorised step, and the parser only runs once per distinct
+        (stack, emitted terminal) pair."""
+        language, trans, matrix = self.language, self.lexer.trans, self.bytes
         stacks: list = []
         sid_of: dict = {}
-        width = tables.n_states + 1
+        width = self.lexer.n_states + 1
         # Per stack id: the context's arrays, in rows of matrices that grow by doubling.
-        rows = {"lark": np.zeros((8, width), dtype=bool), "valid": np.zeros((8, width), dtype=bool),
-                "choice": np.full((8, width), -1, dtype=np.int64)}
-        emitted: dict = {}  # (stack id, terminal) -> (stack id, fresh lexer state)
+        rows = {"lark": np.zeros((4, width), dtype=bool), "valid": np.zeros((4, width), dtype=bool),
+                "choice": np.full((4, width), -1, dtype=np.int64)}
+        emitted: dict = {}  # (stack id, terminal) -> (stack id, fresh lexer state), or None if rejected
 
         def sid(st: tuple) -> int:
             i = sid_of.get(st)
@@ -668,96 +524,107 @@ class GrammarIndex:
                         grown = np.empty((2 * len(m), width), dtype=m.dtype)
                         grown[: len(m)] = m
                         rows[name] = grown
-                ctx = tables.context(st)
-                rows["lark"][i] = ctx.alive_lark
-                rows["valid"][i] = ctx.alive_valid
-                rows["choice"][i] = ctx.choice
+                ctx = language.context(st)[0]
+                rows["lark"][i], rows["valid"][i], rows["choice"][i] = ctx.alive_lark, ctx.alive_valid, ctx.choice
             return i
 
         def emit(sids, terms):
             """(stack ids, fresh lexer states) after emitting ``terms``."""
-            n_terms = len(tables.names)
-            keys = sids * n_terms + terms
-            uniq, inverse = np.unique(keys, return_inverse=True)
+            n_terms = len(language.names)
+            uniq, inverse = np.unique(sids * n_terms + terms, return_inverse=True)
             new_sid = np.empty(len(uniq), dtype=np.int64)
             new_q = np.empty(len(uniq), dtype=np.int64)
             for j, key in enumerate(uniq.tolist()):
                 hit = emitted.get(key)
                 if hit is None:
                     s_id, t = divmod(key, n_terms)
-                    if tables.ignored[t]:
-                        hit = (s_id, tables.q0i)
-                    else:
-                        hit = (sid(tables.feed(stacks[s_id], t)), tables.q0)
-                    emitted[key] = hit
+                    q2, st2 = language.after(stacks[s_id], t)
+                    hit = emitted[key] = (sid(st2), q2)
                 new_sid[j], new_q[j] = hit
             return new_sid[inverse.ravel()], new_q[inverse.ravel()]
 
-        base = sid(stack)
-        cur_sid, state = emit(np.full(len(tok), base, dtype=np.int64), term.astype(np.int64))
-        pos = off.astype(np.int64)
         tok = tok.astype(np.int64)
+        pos = off.astype(np.int64)
+        cur = np.full(len(tok), sid(stack), dtype=np.int64)
+        state = trans[q, matrix[tok, pos]].astype(np.int64)  # the caller checked this byte fits
+        pos = pos + 1
         lengths = self.lengths[tok]
-        # Tokens whose rest after their first byte stays inside the new lexeme: one lookup.
-        if self._next1_by_state is not None:
-            one = pos == 1
-            if one.any():
-                lark, valid = rows["lark"], rows["valid"]
-                end = self._next1_by_state[state[one], self._group1[tok[one]]]
-                stays = lark[cur_sid[one], end]
-                ok = stays & valid[cur_sid[one], end]
-                allowed[tok[one][ok]] = True
-                keep = ~one
-                keep[one] = ~stays
-                tok, pos, state, cur_sid, lengths = tok[keep], pos[keep], state[keep], cur_sid[keep], lengths[keep]
-        trans, matrix = tables.trans, self.bytes
+        found = []
         while len(tok):
             lark, valid, choice = rows["lark"], rows["valid"], rows["choice"]
             done = pos >= lengths
             if done.any():
-                allowed[tok[done][valid[cur_sid[done], state[done]]]] = True
+                found.append(tok[done][valid[cur[done], state[done]]])
                 keep = ~done
-                tok, pos, state, cur_sid, lengths = tok[keep], pos[keep], state[keep], cur_sid[keep], lengths[keep]
+                tok, pos, state, cur, lengths = tok[keep], pos[keep], state[keep], cur[keep], lengths[keep]
                 if not len(tok):
                     break
             byte = matrix[tok, pos]
             nxt = trans[state, byte]
-            out = ~lark[cur_sid, nxt]
+            out = ~lark[cur, nxt]
             if out.any():
                 # The lexeme ends before this byte: emit its terminal, start the next one with the byte.
-                t = choice[cur_sid[out], state[out]]
+                t = choice[cur[out], state[out]]
                 emits = t >= 0
                 idx = np.flatnonzero(out)
                 drop = idx[~emits]
                 idx = idx[emits]
                 if len(idx):
-                    s2, q2 = emit(cur_sid[idx], t[emits])
+                    s2, q2 = emit(cur[idx], t[emits])
                     lark = rows["lark"]  # new stacks may have been added (and the matrix grown)
                     n2 = trans[q2, byte[idx]]
                     fits = lark[s2, n2]
-                    cur_sid[idx], nxt[idx] = s2, n2
+                    cur[idx], nxt[idx] = s2, n2
                     drop = np.concatenate([drop, idx[~fits]])
                 if len(drop):
                     keep = np.ones(len(tok), dtype=bool)
                     keep[drop] = False
-                    tok, pos, cur_sid, lengths, nxt = tok[keep], pos[keep], cur_sid[keep], lengths[keep], nxt[keep]
+                    tok, pos, cur, lengths, nxt = tok[keep], pos[keep], cur[keep], lengths[keep], nxt[keep]
             state = nxt.astype(np.int64)
             pos = pos + 1
+        return _cat(found)
+
+
+def _cat(parts) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+_TOKEN_BYTES: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _token_matrix(vocab: Vocabulary):
+    """The vocabulary's bytes as a zero-padded (size, longest) uint8 matrix, and lengths."""
+    hit = _TOKEN_BYTES.get(vocab)
+    if hit is None:
+        hit = _TOKEN_BYTES[vocab] = padded_bytes(vocab.tokens)
+    return hit
+
+
+def _state_table(dfa: DFA, trie):
+    """(table, token_group): ``table[q, token_group[t]]`` is the lexer state after
+    token t's bytes from state q while some terminal stays alive, else the
+    sentinel n (also for group -1, the last column)."""
+    token_group, group_next = walk_trie(dfa, trie)
+    n = dfa.n_states
+    dtype = np.int16 if n < 32767 else np.int32
+    table = np.full((n + 1, group_next.shape[0] + 1), n, dtype=dtype)
+    table[:n, :-1] = np.where(group_next < 0, n, group_next).T
+    return table, token_group
 
 
 class GrammarMatcher(TokenHistory):
     """One sequence's position in a grammar: a lexer state and a parser stack per token."""
 
     def __init__(self, index: GrammarIndex):
-        super().__init__(index, (index.tables.q0, index.tables.start_stack()))
-        self.tables = index.tables
+        super().__init__(index, index.language.start())
+        self.language = index.language
 
     def is_finished(self) -> bool:
         return self._states[-1] is None
 
     def is_accepting(self) -> bool:
         state = self._states[-1]
-        return state is None or self.tables.eos_ok(*state)
+        return state is None or self.language.eos_ok(*state)
 
     def mask(self) -> np.ndarray:
         state = self._states[-1]
@@ -767,7 +634,7 @@ class GrammarMatcher(TokenHistory):
         token = self.vocab.check_token(token)
         state = self._states[-1]
         if token in self.vocab.eos_ids:
-            if state is not None and not self.tables.eos_ok(*state):
+            if state is not None and not self.language.eos_ok(*state):
                 raise ConstrainedError(
                     f"EOS (token {token}) is not allowed after {self.text()!r}: the output is not complete"
                 )
@@ -776,7 +643,7 @@ class GrammarMatcher(TokenHistory):
             raise ConstrainedError(f"cannot advance by token {token} after EOS: the output is complete")
         else:
             data = self.vocab.tokens[token]
-            nxt = self.tables.step(state[0], state[1], data) if data else None
+            nxt = self.language.step(state[0], state[1], data) if data else None
             if nxt is None:
                 raise ConstrainedError(
                     f"token {token} ({data!r}) is not allowed after {self.text()!r} by the grammar"
@@ -786,4 +653,4 @@ class GrammarMatcher(TokenHistory):
 
     def forced(self) -> bytes:
         state = self._states[-1]
-        return b"" if state is None else self.tables.forced(*state)
+        return b"" if state is None else self.language.forced(*state)

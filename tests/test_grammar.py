@@ -173,7 +173,7 @@ def _finish(m, max_states=50_000):
     """Complete the output with single-byte tokens along a byte path to a place
     where EOS is allowed (best-first over the matcher's lexer and parser states,
     shallow parser stacks first), checking the mask at every step."""
-    tables, state = m.tables, m._states[-1]
+    tables, state = m.language, m._states[-1]
     single = {t: i for i, t in enumerate(m.vocab.tokens) if len(t) == 1 and i not in m.vocab.eos_ids}
     previous = {state: None}
     queue = [(len(state[1]), 0, 0, state)]
@@ -355,7 +355,7 @@ def test_mask_agrees_with_advance_on_every_token(name, prefixes, tokenizers):
     tok = tokenizers("llama2")
     g = compiled(name)
     m = g.matcher(tok)
-    tables, vocab = m.tables, m.vocab
+    tables, vocab = m.language, m.vocab
     for prefix in prefixes:
         assert feed_text(m, tok, prefix)
         allowed = m.allowed()

@@ -1,0 +1,697 @@
+"""JSON Schema as a constraint: ``json_schema(schema)``, and ``json()`` for any JSON value.
+
+A schema compiles in three steps:
+
+1. *Resolve and normalise* (this module): the document is read, local ``$ref``s
+   are resolved (JSON pointers, ``$anchor``, embedded ``$id``s), and every
+   subschema the root reaches becomes a ``Node``: what its own keywords allow
+   per JSON type (scalars as one byte DFA over their JSON text, objects and
+   arrays as an ``ObjectAtom`` / ``ArrayAtom``), and how it combines other nodes
+   that apply to the same value (``allOf``, ``anyOf``, ``oneOf``, ``not``, with
+   ``$ref`` next to other keywords, ``if``/``then``/``else``, ``enum`` of objects
+   and ``dependent*`` written in terms of those).
+2. *Combine* (json_schema_rules.py): a deterministic bottom-up tree automaton
+   over JSON values. A value is classified by which of the schemas that apply
+   to it (its *context*) it satisfies (its *label*): scalars by disjoint DFA
+   regions, objects and arrays by product automata over their members. Every
+   boolean combination is exact this way, and recursion is just a rule that
+   refers to itself.
+3. *Emit* an LALR(1) grammar whose nonterminals are (context, label) pairs and
+   whose terminals are byte DFAs, compiled by ``grammar()``.
+
+Semantics (draft 2020-12, plus the draft-04/06/07 spellings ``definitions``,
+``dependencies``, array-form ``items`` with ``additionalItems``, boolean
+``exclusiveMinimum``/``exclusiveMaximum``, draft-04 ``id``):
+
+* Keywords: type, enum, const, multipleOf, minimum, maximum, exclusiveMinimum,
+  exclusiveMaximum, minLength, maxLength, pattern (ECMA-262, unanchored),
+  format, properties, required, additionalProperties, patternProperties,
+  propertyNames, minProperties, maxProperties, dependentRequired,
+  dependentSchemas, items, prefixItems, additionalItems, minItems, maxItems,
+  contains, minContains, maxContains, uniqueItems (where the items are a small
+  finite set of scalars), allOf, anyOf, oneOf, not, if/then/else, $ref, $defs,
+  $anchor, $id. Boolean schemas.
+* Annotations (title, description, default, examples, deprecated, readOnly,
+  ...) and keywords no draft defines (``x-...``, typos) are ignored, as the
+  specification says; their names are kept in ``.ignored_keywords``.
+* Keywords that cannot be enforced exactly (unevaluatedProperties,
+  $dynamicRef, uniqueItems over objects, ...) are errors naming the keyword
+  and its JSON pointer; with ``lenient=True`` they are skipped instead and
+  listed in ``.skipped``.
+* Spec defaults: additionalProperties allows any value under an undeclared
+  key; ``strict_properties=True`` forbids undeclared keys where a schema
+  declares properties and does not ask for others explicitly.
+* Output order: declared properties (``properties``, then ``required`` names
+  not among them) come in schema order; undeclared ones may come anywhere
+  between them. Array items and object members are separated by ``,``;
+  whitespace between tokens is bounded (``max_ignored`` bytes per gap).
+* Numbers compare by value (an ``enum`` of ``1`` also allows ``1.0``); strings
+  by code points whatever their escaping.
+"""
+
+import json as json_lib
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urldefrag, urljoin
+
+from . import dfa, json_numbers, json_strings
+from .errors import ConstrainedError
+from .grammar import MAX_IGNORED, Grammar, grammar
+
+ANY = "any"  # an atom with no constraint for its type (Node.scalar / .obj / .arr)
+TYPES = ("null", "boolean", "integer", "number", "string", "object", "array")
+
+# Keywords that only annotate or organise (the specification has them ignored by validation).
+ANNOTATIONS = frozenset({
+    "title", "description", "default", "examples", "$comment", "$schema", "$id", "id", "$anchor",
+    "$defs", "definitions", "deprecated", "readOnly", "writeOnly", "contentMediaType",
+    "contentEncoding", "contentSchema", "$vocabulary", "$dynamicAnchor", "$recursiveAnchor",
+})
+# Keywords this compiler enforces.
+ENFORCED = frozenset({
+    "type", "enum", "const", "multipleOf", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "minLength", "maxLength", "pattern", "format", "properties", "required", "additionalProperties",
+    "patternProperties", "propertyNames", "minProperties", "maxProperties", "dependentRequired",
+    "dependentSchemas", "dependencies", "items", "prefixItems", "additionalItems", "minItems", "maxItems",
+    "contains", "minContains", "maxContains", "uniqueItems", "allOf", "anyOf", "oneOf", "not", "if", "then",
+    "else", "$ref",
+})
+# Keywords of the specification that cannot be enforced exactly.
+REFUSED = {
+    "unevaluatedProperties": "it depends on which keywords evaluated each property",
+    "unevaluatedItems": "it depends on which keywords evaluated each item",
+    "$dynamicRef": "dynamic scopes are not supported",
+    "$recursiveRef": "dynamic scopes are not supported",
+}
+_STRING_KEYWORDS = ("minLength", "maxLength", "pattern", "format")
+_NUMBER_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+_ROOT_URI = "https://constrained.invalid/schema.json"
+
+
+@dataclass(frozen=True)
+class ObjectAtom:
+    """What an object must satisfy under one schema's own object keywords.
+    Children are node ids (TRUE: anything, FALSE: nothing)."""
+
+    properties: tuple = ()  # (name, node id), schema order
+    required: tuple = ()  # names, in order
+    patterns: tuple = ()  # (pattern, key DFA over the JSON string text, node id)
+    additional: int = 0  # node id for keys neither declared nor matched by a pattern
+    explicit_additional: bool = False  # additionalProperties is in the schema (strict_properties keeps it)
+    names: int = 0  # propertyNames: node id the key (as a JSON string) must satisfy
+    min_properties: int = 0
+    max_properties: int | None = None
+
+
+@dataclass(frozen=True)
+class ArrayAtom:
+    """What an array must satisfy under one schema's own array keywords."""
+
+    prefix: tuple = ()  # node ids of the first items
+    items: int = 0  # node id of the items after the prefix
+    min_items: int = 0
+    max_items: int | None = None
+    contains: int | None = None
+    min_contains: int = 1
+    max_contains: int | None = None
+    unique: bool = False
+    pointer: str = ""  # for uniqueItems errors
+
+
+@dataclass(eq=False)
+class Node:
+    """One schema: its own constraints per JSON type (a scalar DFA, ANY or None;
+    an ObjectAtom, ANY or None; an ArrayAtom, ANY or None) and the nodes it
+    combines for the same value."""
+
+    pointer: str
+    scalar: object = ANY
+    obj: object = ANY
+    arr: object = ANY
+    all_of: tuple = ()
+    any_of: tuple = ()  # groups of node ids: at least one holds in each
+    one_of: tuple = ()  # groups of node ids: exactly one holds in each
+    not_: tuple = ()  # node ids that must not hold
+    values: tuple = ()  # the scalar values its enum / const lists
+
+    @property
+    def combines(self) -> tuple:
+        """Every node this one refers to for the same value."""
+        return self.all_of + tuple(i for g in self.any_of + self.one_of for i in g) + self.not_
+
+
+TRUE, FALSE = 0, 1
+
+
+def json_schema(schema, *, strict_properties: bool = False, lenient: bool = False,
+                max_ignored: int = MAX_IGNORED) -> Grammar:
+    """Output that is a JSON value valid under ``schema``: a dict (or bool), JSON
+    text, the path of a JSON file, or a pydantic model class.
+
+    ``strict_properties`` forbids properties a schema does not declare (unless
+    it allows them explicitly); ``lenient`` skips keywords that cannot be
+    enforced exactly instead of refusing the schema (see ``.skipped``);
+    ``max_ignored`` bounds the whitespace between two tokens."""
+    from .json_schema_rules import schema_grammar
+
+    document, source = _load(schema)
+    schemas = Schemas(document, lenient=lenient)
+    root = schemas.root()
+    text, terminals = schema_grammar(schemas, root, strict_properties=strict_properties)
+    compiled = grammar(text, max_ignored=max_ignored, terminals=terminals, strict=True)
+    compiled.description = f"JSON Schema from {source}"
+    compiled.skipped = tuple(schemas.skipped)
+    compiled.ignored_keywords = tuple(sorted(schemas.ignored))
+    return compiled
+
+
+def json(*, max_ignored: int = MAX_IGNORED) -> Grammar:
+    """Output that is any JSON value (JSON mode)."""
+    compiled = json_schema(True, max_ignored=max_ignored)
+    compiled.description = "any JSON value"
+    return compiled
+
+
+def _load(schema):
+    """(document, description of where it came from)."""
+    if isinstance(schema, (dict, bool)):
+        return schema, "a dict" if isinstance(schema, dict) else repr(schema)
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        return schema.model_json_schema(), f"pydantic model {schema.__name__}"
+    if isinstance(schema, str) and schema.lstrip()[:1] in ("{", "[", '"') or schema in ("true", "false"):
+        return _parse_json(schema, "the schema text"), "JSON text"
+    if isinstance(schema, (str, Path)):
+        path = Path(schema)
+        if not path.is_file():
+            raise ConstrainedError(
+                f"schema {str(schema)[:80]!r} is neither JSON text nor the path of a file: pass a dict, "
+                "JSON text, a path or a pydantic model class")
+        return _parse_json(path.read_text(), str(path)), str(path)
+    raise ConstrainedError(
+        f"a schema is a dict, a bool, JSON text, a path or a pydantic model class, got {type(schema).__name__}")
+
+
+def _parse_json(text: str, where: str):
+    try:
+        return json_lib.loads(text)
+    except ValueError as e:
+        raise ConstrainedError(f"{where} is not valid JSON: {e}") from None
+
+
+def _escape(token) -> str:
+    return str(token).replace("~", "~0").replace("/", "~1")
+
+
+def _where(pointer: str) -> str:
+    return pointer or "the schema root"
+
+
+class Schemas:
+    """The nodes of one schema document, numbered as they are reached. Ids 0 and
+    1 are the schemas ``true`` and ``false``; ``node(i)`` normalises on first use."""
+
+    def __init__(self, document, lenient: bool = False):
+        self.document = document
+        self.lenient = lenient
+        self.skipped: list[str] = []
+        self.ignored: set[str] = set()
+        self.nodes: list = [Node("true"), Node("false", scalar=None, obj=None, arr=None)]
+        self._ids: dict = {}  # pointer or synthetic key -> id
+        self._todo: dict = {}  # id -> (pointer, base uri) not normalised yet
+        self._resources: dict = {}  # base uri (no fragment) -> pointer of its schema
+        self._anchors: dict = {}  # (base uri, anchor) -> pointer
+        self._index(document, "", _ROOT_URI)
+
+    def root(self) -> int:
+        return self.node_id("", _ROOT_URI if not isinstance(self.document, dict)
+                            else self._base(self.document, _ROOT_URI))
+
+    def node(self, i: int) -> Node:
+        pending = self._todo.pop(i, None)
+        if pending is not None:
+            self.nodes[i] = self._normalise(*pending)
+        return self.nodes[i]
+
+    # References.
+
+    def _base(self, schema: dict, base: str) -> str:
+        ident = schema.get("$id", schema.get("id") if "$id" not in schema else None)
+        if isinstance(ident, str) and not ident.startswith("#"):
+            return urldefrag(urljoin(base, ident))[0]
+        return base
+
+    def _index(self, schema, pointer: str, base: str) -> None:
+        """Record embedded resources ($id) and anchors, walking schema keywords only."""
+        if not isinstance(schema, dict):
+            return
+        new_base = self._base(schema, base)
+        if new_base != base or pointer == "":
+            self._resources.setdefault(new_base, pointer)
+        for key in ("$anchor", "$dynamicAnchor"):
+            if isinstance(schema.get(key), str):
+                self._anchors.setdefault((new_base, schema[key]), pointer)
+        ident = schema.get("$id", schema.get("id"))
+        if isinstance(ident, str) and "#" in ident and urldefrag(ident)[1] and not urldefrag(ident)[1].startswith("/"):
+            uri, anchor = urldefrag(urljoin(base, ident))
+            self._anchors.setdefault((uri, anchor), pointer)
+        for child, child_pointer in _subschemas(schema, pointer):
+            self._index(child, child_pointer, new_base)
+
+    def _resolve(self, ref, pointer: str, base: str) -> tuple[str, str]:
+        """(pointer, base uri) of the schema ``ref`` names."""
+        if not isinstance(ref, str):
+            raise ConstrainedError(f"malformed schema: '$ref' at {_where(pointer)} must be a string, got {ref!r}")
+        uri, fragment = urldefrag(urljoin(base, ref))
+        if uri not in self._resources:
+            raise ConstrainedError(
+                f"$ref {ref!r} at {_where(pointer)} names a remote schema ({uri}), which is not supported: "
+                "include it under $defs and refer to it as '#/$defs/...'")
+        resource = self._resources[uri]
+        fragment = unquote(fragment)
+        if fragment and not fragment.startswith("/"):
+            target = self._anchors.get((uri, fragment))
+            if target is None:
+                raise ConstrainedError(f"$ref {ref!r} at {_where(pointer)} names an anchor {fragment!r} that no "
+                                       "schema defines")
+            return target, uri
+        target = self._follow(resource, fragment)
+        if target is None and resource:  # refs written from the document root despite an embedded id
+            target = self._follow("", fragment)
+        if target is None:
+            raise ConstrainedError(f"$ref {ref!r} at {_where(pointer)} does not resolve: no schema at "
+                                   f"{fragment or '/'} of {uri}")
+        return target, uri
+
+    def _follow(self, start: str, fragment: str):
+        """The pointer of ``fragment`` (a JSON pointer) from ``start``, or None."""
+        node, target = self._at(start), start
+        for token in fragment.split("/")[1:]:
+            token = token.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and token in node:
+                node = node[token]
+            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                node = node[int(token)]
+            else:
+                return None
+            target += "/" + _escape(token)
+        return target
+
+    def _at(self, pointer: str):
+        node = self.document
+        for token in pointer.split("/")[1:]:
+            token = token.replace("~1", "/").replace("~0", "~")
+            node = node[int(token)] if isinstance(node, list) else node[token]
+        return node
+
+    # Node ids.
+
+    def node_id(self, pointer: str, base: str) -> int:
+        """The id of the schema at ``pointer``; a schema that is only a ``$ref``
+        (with annotations) is the schema it refers to."""
+        seen = []
+        while True:
+            if pointer in self._ids:
+                i = self._ids[pointer]
+                break
+            schema = self._at(pointer)
+            if schema is True or (isinstance(schema, dict) and not any(k in ENFORCED or k in REFUSED for k in schema)):
+                self._ignore_unknown(schema, pointer)
+                i = TRUE
+                break
+            if schema is False:
+                i = FALSE
+                break
+            if isinstance(schema, dict) and "$ref" in schema and not any(
+                    k in ENFORCED or k in REFUSED for k in schema if k != "$ref"):
+                if pointer in seen:
+                    raise ConstrainedError(f"$ref at {_where(pointer)} refers to itself in a cycle of references "
+                                           "that never reaches a schema")
+                seen.append(pointer)
+                self._ignore_unknown(schema, pointer)
+                pointer, base = self._resolve(schema["$ref"], pointer, self._base(schema, base))
+                continue
+            i = len(self.nodes)
+            self.nodes.append(None)
+            self._todo[i] = (pointer, base)
+            break
+        for p in seen:
+            self._ids[p] = i
+        self._ids[pointer] = i
+        return i
+
+    def synthetic(self, key, make) -> int:
+        """The id of a node made by ``make()`` that is not in the document, one per key."""
+        i = self._ids.get(key)
+        if i is None:
+            i = self._ids[key] = len(self.nodes)
+            self.nodes.append(None)  # make() may add nodes of its own
+            self.nodes[i] = make()
+        return i
+
+    def conjunction(self, ids) -> int:
+        """A node that holds when every node of ``ids`` holds."""
+        ids = tuple(sorted(set(ids) - {TRUE}))
+        if FALSE in ids:
+            return FALSE
+        if len(ids) <= 1:
+            return ids[0] if ids else TRUE
+        return self.synthetic(("and", ids), lambda: Node(self.nodes[ids[0]].pointer if self.nodes[ids[0]] else "",
+                                                         all_of=ids))
+
+    def negation(self, i: int, pointer: str) -> int:
+        if i in (TRUE, FALSE):
+            return FALSE if i == TRUE else TRUE
+        return self.synthetic(("not", i), lambda: Node(pointer, not_=(i,)))
+
+    # Normalisation.
+
+    def _normalise(self, pointer: str, base: str) -> Node:
+        schema = self._at(pointer)
+        if not isinstance(schema, dict):
+            raise ConstrainedError(f"malformed schema at {_where(pointer)}: a schema is an object or a boolean, "
+                                   f"got {json_lib.dumps(schema)[:60]}")
+        base = self._base(schema, base)
+        self._ignore_unknown(schema, pointer)
+        for key in schema:
+            if key in REFUSED:
+                self._refuse(key, pointer, REFUSED[key])
+        types = self._types(schema, pointer)
+        node = Node(pointer)
+        node.scalar = self._scalar(schema, pointer, types)
+        node.obj = self._object(schema, pointer, base) if "object" in types else None
+        node.arr = self._array(schema, pointer, base) if "array" in types else None
+        self._combinators(schema, pointer, base, node)
+        for key in ("enum", "const"):
+            if key in schema:
+                self._restrict_to_values(node, schema, key, pointer)
+        return node
+
+    def _ignore_unknown(self, schema, pointer: str) -> None:
+        if isinstance(schema, dict):
+            for key in schema:
+                if key not in ENFORCED and key not in ANNOTATIONS and key not in REFUSED:
+                    self.ignored.add(f"{key} at {_where(pointer)}")
+
+    def _refuse(self, key: str, pointer: str, why: str) -> None:
+        """A keyword that cannot be enforced: an error, or skipped when lenient."""
+        message = f"unsupported keyword {key!r} at {_where(pointer)}: {why}"
+        if not self.lenient:
+            raise ConstrainedError(message + " (lenient=True skips it)")
+        self.skipped.append(message)
+
+    def _child(self, schema: dict, key: str, pointer: str, base: str, *path) -> int:
+        value = schema[key]
+        for step in path:
+            value = value[step]
+        return self.node_id("/".join([pointer, _escape(key)] + [_escape(s) for s in path]), base)
+
+    def _types(self, schema: dict, pointer: str) -> set:
+        value = schema.get("type", list(TYPES))
+        names = [value] if isinstance(value, str) else value
+        if not isinstance(names, list) or not names or not all(isinstance(t, str) and t in TYPES for t in names):
+            raise ConstrainedError(f"malformed schema: 'type' at {_where(pointer)} must be one of {list(TYPES)} "
+                                   f"or a non-empty list of them, got {json_lib.dumps(value)[:80]}")
+        return set(names)
+
+    # Scalars.
+
+    def _scalar(self, schema: dict, pointer: str, types: set):
+        parts = []
+        if "null" in types:
+            parts.append(dfa.literal(b"null"))
+        if "boolean" in types:
+            parts.append(scalar_literal(True))
+            parts.append(scalar_literal(False))
+        if "number" in types or "integer" in types:
+            parts.append(self._number(schema, pointer, integer="number" not in types))
+        if "string" in types:
+            parts.append(self._string(schema, pointer))
+        parts = [p for p in parts if p is not None]
+        if not parts:
+            return None
+        if types >= {"null", "boolean", "number", "string"} and not any(
+                k in schema for k in _STRING_KEYWORDS + _NUMBER_KEYWORDS):
+            return ANY
+        return dfa.union(*parts) if len(parts) > 1 else parts[0]
+
+    def _number(self, schema: dict, pointer: str, integer: bool):
+        args = {}
+        for key, name in (("minimum", "minimum"), ("maximum", "maximum"), ("multipleOf", "multiple_of")):
+            if key in schema:
+                args[name] = self._number_value(schema, key, pointer)
+        for key, bound, name in (("exclusiveMinimum", "minimum", "exclusive_minimum"),
+                                 ("exclusiveMaximum", "maximum", "exclusive_maximum")):
+            value = schema.get(key)
+            if isinstance(value, bool):  # draft-04: a flag on minimum / maximum
+                if value and bound in args:
+                    args[name] = args.pop(bound)
+            elif key in schema:
+                args[name] = self._number_value(schema, key, pointer)
+        if "multiple_of" in args and args["multiple_of"] <= 0:
+            raise ConstrainedError(f"malformed schema: 'multipleOf' at {_where(pointer)} must be positive")
+        build = json_numbers.integer if integer else json_numbers.number
+        try:
+            return _nonempty(build(**args))
+        except ConstrainedError as e:
+            keys = ", ".join(repr(k) for k in _NUMBER_KEYWORDS if k in schema)
+            self._refuse(keys or "type", pointer, str(e))
+            return _nonempty(build())
+
+    def _number_value(self, schema: dict, key: str, pointer: str):
+        value = schema[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (
+                float("inf"), float("-inf")):
+            raise ConstrainedError(f"malformed schema: {key!r} at {_where(pointer)} must be a number, got {value!r}")
+        return value
+
+    def _string(self, schema: dict, pointer: str):
+        args = {}
+        for key, name in (("minLength", "min_length"), ("maxLength", "max_length")):
+            if key in schema:
+                value = schema[key]
+                if isinstance(value, float) and value.is_integer():
+                    value = int(value)
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise ConstrainedError(f"malformed schema: {key!r} at {_where(pointer)} must be a non-negative "
+                                           f"integer, got {value!r}")
+                args[name] = value
+        for key in ("pattern", "format"):
+            if key in schema:
+                if not isinstance(schema[key], str):
+                    raise ConstrainedError(f"malformed schema: {key!r} at {_where(pointer)} must be a string")
+                args[key] = schema[key]
+        try:
+            return _nonempty(json_strings.string(**args))
+        except ConstrainedError as e:
+            # Skip what cannot be enforced (lenient), keeping the rest: format first, then pattern.
+            for key in ("format", "pattern"):
+                if key in args:
+                    self._refuse(key, pointer, str(e))
+                    del args[key]
+                    try:
+                        return _nonempty(json_strings.string(**args))
+                    except ConstrainedError as again:
+                        e = again
+            self._refuse("minLength/maxLength", pointer, str(e))
+            return _nonempty(json_strings.string())
+
+    def _restrict_to_values(self, node: Node, schema: dict, key: str, pointer: str) -> None:
+        """``enum`` / ``const``: the scalar part becomes those literals; objects and
+        arrays must equal one of the listed ones."""
+        values = schema[key] if key == "enum" else [schema[key]]
+        if not isinstance(values, list):
+            raise ConstrainedError(f"malformed schema: 'enum' at {_where(pointer)} must be a list")
+        node.values += tuple(v for v in values if not isinstance(v, (dict, list)))
+        literals = [scalar_literal(v) for v in values if not isinstance(v, (dict, list))]
+        scalar = dfa.union(*literals) if len(literals) > 1 else literals[0] if literals else None
+        if node.scalar is None or scalar is None:
+            node.scalar = None
+        else:
+            node.scalar = scalar if node.scalar is ANY else _nonempty(dfa.intersect(node.scalar, scalar))
+        structured = [self.constant(v, f"{pointer}/{key}") for v in values if isinstance(v, (dict, list))]
+        if not any(isinstance(v, dict) for v in values):
+            node.obj = None
+        if not any(isinstance(v, list) for v in values):
+            node.arr = None
+        if structured:
+            scalar_part = self.synthetic(("scalars", pointer, key), lambda: Node(pointer, scalar, None, None))
+            node.any_of += (tuple(structured) + (scalar_part,),)
+
+    def constant(self, value, pointer: str) -> int:
+        """A node that holds exactly for ``value`` (objects: these members in this order)."""
+        def make():
+            if isinstance(value, dict):
+                members = tuple((k, self.constant(v, pointer)) for k, v in value.items())
+                atom = ObjectAtom(properties=members, required=tuple(value), additional=FALSE)
+                return Node(pointer, scalar=None, obj=atom, arr=None)
+            if isinstance(value, list):
+                atom = ArrayAtom(prefix=tuple(self.constant(v, pointer) for v in value), items=FALSE,
+                                 min_items=len(value))
+                return Node(pointer, scalar=None, obj=None, arr=atom)
+            return Node(pointer, scalar=scalar_literal(value), obj=None, arr=None, values=(value,))
+        return self.synthetic(("const", json_lib.dumps(value)), make)
+
+    # Objects and arrays.
+
+    def _object(self, schema: dict, pointer: str, base: str):
+        keys = ("properties", "required", "additionalProperties", "patternProperties", "propertyNames",
+                "minProperties", "maxProperties")
+        if not any(k in schema for k in keys):
+            return ANY
+        properties = self._map(schema, "properties", pointer)
+        required = schema.get("required", [])
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            raise ConstrainedError(f"malformed schema: 'required' at {_where(pointer)} must be a list of strings")
+        patterns = []
+        for pattern in self._map(schema, "patternProperties", pointer):
+            try:
+                key_language = json_strings.string(pattern=pattern)
+            except ConstrainedError as e:
+                self._refuse("patternProperties", f"{pointer}/patternProperties/{_escape(pattern)}", str(e))
+                continue
+            patterns.append((pattern, key_language, self._child(schema, "patternProperties", pointer, base, pattern)))
+        return ObjectAtom(
+            properties=tuple((name, self._child(schema, "properties", pointer, base, name)) for name in properties),
+            required=tuple(dict.fromkeys(required)),
+            patterns=tuple(patterns),
+            additional=self._child(schema, "additionalProperties", pointer, base)
+            if "additionalProperties" in schema else TRUE,
+            explicit_additional="additionalProperties" in schema,
+            names=self._child(schema, "propertyNames", pointer, base) if "propertyNames" in schema else TRUE,
+            min_properties=self._count(schema, "minProperties", pointer) or 0,
+            max_properties=self._count(schema, "maxProperties", pointer),
+        )
+
+    def _array(self, schema: dict, pointer: str, base: str):
+        keys = ("items", "prefixItems", "minItems", "maxItems", "contains", "uniqueItems")
+        if not any(k in schema for k in keys):
+            return ANY
+        items = schema.get("items")
+        if isinstance(items, list):  # draft-04..2019-09: a tuple, then additionalItems
+            prefix = tuple(self._child(schema, "items", pointer, base, k) for k in range(len(items)))
+            rest = self._child(schema, "additionalItems", pointer, base) if "additionalItems" in schema else TRUE
+        else:
+            prefix_items = schema.get("prefixItems", [])
+            if not isinstance(prefix_items, list):
+                raise ConstrainedError(f"malformed schema: 'prefixItems' at {_where(pointer)} must be a list")
+            prefix = tuple(self._child(schema, "prefixItems", pointer, base, k) for k in range(len(prefix_items)))
+            rest = self._child(schema, "items", pointer, base) if "items" in schema else TRUE
+        contains = self._child(schema, "contains", pointer, base) if "contains" in schema else None
+        unique = schema.get("uniqueItems", False)
+        if not isinstance(unique, bool):
+            raise ConstrainedError(f"malformed schema: 'uniqueItems' at {_where(pointer)} must be a boolean")
+        min_contains = self._count(schema, "minContains", pointer)
+        return ArrayAtom(
+            prefix=prefix,
+            items=rest,
+            min_items=self._count(schema, "minItems", pointer) or 0,
+            max_items=self._count(schema, "maxItems", pointer),
+            contains=contains,
+            min_contains=1 if min_contains is None else min_contains,
+            max_contains=self._count(schema, "maxContains", pointer),
+            unique=unique,
+            pointer=pointer,
+        )
+
+    def _map(self, schema: dict, key: str, pointer: str) -> dict:
+        value = schema.get(key, {})
+        if not isinstance(value, dict):
+            raise ConstrainedError(f"malformed schema: {key!r} at {_where(pointer)} must be an object")
+        return value
+
+    def _count(self, schema: dict, key: str, pointer: str):
+        if key not in schema:
+            return None
+        value = schema[key]
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConstrainedError(f"malformed schema: {key!r} at {_where(pointer)} must be a non-negative integer, "
+                                   f"got {value!r}")
+        return value
+
+    # Combinators.
+
+    def _combinators(self, schema: dict, pointer: str, base: str, node: Node) -> None:
+        all_of = []
+        if "$ref" in schema:
+            all_of.append(self.node_id(*self._resolve(schema["$ref"], pointer, base)))
+        for key in ("allOf", "anyOf", "oneOf"):
+            if key in schema:
+                group = schema[key]
+                if not isinstance(group, list) or not group:
+                    raise ConstrainedError(f"malformed schema: {key!r} at {_where(pointer)} must be a non-empty list")
+                ids = tuple(self._child(schema, key, pointer, base, k) for k in range(len(group)))
+                if key == "allOf":
+                    all_of += ids
+                elif key == "anyOf":
+                    node.any_of += (ids,)
+                else:
+                    node.one_of += (ids,)
+        if "not" in schema:
+            node.not_ += (self._child(schema, "not", pointer, base),)
+        if "if" in schema and ("then" in schema or "else" in schema):
+            condition = self._child(schema, "if", pointer, base)
+            then = self._child(schema, "then", pointer, base) if "then" in schema else TRUE
+            otherwise = self._child(schema, "else", pointer, base) if "else" in schema else TRUE
+            node.any_of += ((self.conjunction([condition, then]),
+                             self.conjunction([self.negation(condition, pointer + "/if"), otherwise])),)
+        self._dependencies(schema, pointer, base, node)
+        node.all_of = tuple(all_of)
+
+    def _dependencies(self, schema: dict, pointer: str, base: str, node: Node) -> None:
+        """dependentRequired / dependentSchemas (draft-04..07: dependencies): when
+        the key is present, the object must also satisfy the other schema."""
+        for key in ("dependentRequired", "dependentSchemas", "dependencies"):
+            for name, value in self._map(schema, key, pointer).items():
+                where = f"{pointer}/{key}/{_escape(name)}"
+                if isinstance(value, list):
+                    if not all(isinstance(v, str) for v in value):
+                        raise ConstrainedError(f"malformed schema: {key!r} at {where} must list property names")
+                    then = self.has_keys(tuple(value), where)
+                elif key == "dependentRequired":
+                    raise ConstrainedError(f"malformed schema: {key!r} at {where} must be a list of names")
+                else:
+                    then = self._child(schema, key, pointer, base, name)
+                absent = self.negation(self.has_keys((name,), where), where)
+                node.any_of += ((absent, then),)
+
+    def has_keys(self, names: tuple, pointer: str) -> int:
+        """A node that holds for non-objects and for objects with all of ``names``."""
+        if not names:
+            return TRUE
+        return self.synthetic(("has", names), lambda: Node(pointer, obj=ObjectAtom(required=names)))
+
+
+def _subschemas(schema: dict, pointer: str):
+    """(subschema, pointer) for every keyword whose value holds schemas."""
+    for key, value in schema.items():
+        here = f"{pointer}/{_escape(key)}"
+        if key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"):
+            if isinstance(value, dict):
+                for name, child in value.items():
+                    yield child, f"{here}/{_escape(name)}"
+        elif key in ("items", "prefixItems", "allOf", "anyOf", "oneOf") and isinstance(value, list):
+            for k, child in enumerate(value):
+                yield child, f"{here}/{k}"
+        elif key in ("items", "additionalItems", "additionalProperties", "contains", "propertyNames", "not", "if",
+                     "then", "else", "unevaluatedItems", "unevaluatedProperties"):
+            yield value, here
+
+
+def _nonempty(language):
+    return None if language is None or dfa.is_empty(language) else language
+
+
+def scalar_literal(value):
+    """The DFA of every JSON spelling of the scalar ``value``."""
+    if value is None:
+        return dfa.literal(b"null")
+    if isinstance(value, bool):
+        return dfa.literal(b"true" if value else b"false")
+    if isinstance(value, str):
+        return json_strings.string_literal(value)
+    if isinstance(value, (int, float)):
+        return json_numbers.number(minimum=value, maximum=value)
+    raise ConstrainedError(f"malformed schema: {value!r} is not a JSON value")
+

@@ -1,0 +1,661 @@
+"""Schema nodes (json_schema.py) to an LALR(1) grammar over byte-DFA terminals.
+
+The grammar is a deterministic bottom-up tree automaton written as rules. A
+*context* is the set of schemas that apply to a value; its *label* is the subset
+the value satisfies. The rule ``value(C, L)`` derives exactly the JSON values
+whose label in context C is L:
+
+* scalars: one terminal, the DFA region ``∩ L − ∪ (C − L)`` of the scalar
+  languages (the regions of one context are disjoint, so the lexer never has
+  to choose);
+* objects and arrays: a product automaton of every object (array) keyword set
+  that the context's schemas combine (through allOf, anyOf, oneOf, not, ...),
+  run over the members (items). Each member's value is classified in its own
+  context, the schemas its key brings, and the label it gets drives the
+  product's transition. The product's state after the closing bracket says
+  which keyword sets hold, so which label the value has. Rules are right
+  recursive, one per product state and wanted label, so the parser only learns
+  the label at the end, which LR parsing allows.
+
+The product state of an object is (position among the declared keys, which
+keyword sets already failed, members so far); declared keys come in one
+order and undeclared ones anywhere between them. An array's state is
+(position, failed sets, ``contains`` matches per set). States that cannot lead
+to the wanted label are pruned; rules whose language is empty are removed
+at the end.
+"""
+
+import json
+from functools import lru_cache
+
+from . import dfa, json_numbers, json_strings
+from .errors import ConstrainedError
+from .json_schema import ANY, FALSE, TRUE, ArrayAtom, Schemas, _where, scalar_literal
+
+MAX_ALTERNATIVES = 60_000  # grammar alternatives one schema may need
+MAX_SETS = 12  # object (array) keyword sets combined for one value
+MAX_CHILDREN = 24  # schemas classifying one member or item together
+MAX_SUBSETS = 4  # child contexts up to this size try all their labels (2**n)
+MAX_UNIQUE = 8  # distinct values uniqueItems can track (2**n states)
+MAX_COUNT = 1_000  # positions counted for minItems/maxItems, minProperties/maxProperties, ...
+
+
+@lru_cache(maxsize=None)
+def _universe():
+    """(all JSON scalars, all JSON strings) as DFAs."""
+    strings = json_strings.string()
+    scalars = dfa.union(dfa.literal(b"null"), dfa.literal(b"true"), dfa.literal(b"false"), json_numbers.number(),
+                        strings)
+    return scalars, strings
+
+
+def _nonempty(language):
+    return None if language is None or dfa.is_empty(language) else language
+
+
+def _and(a, b):
+    if a is None or b is None:
+        return None
+    if a is ANY:
+        return b
+    if b is ANY:
+        return a
+    return a if a is b else _nonempty(dfa.intersect(a, b))
+
+
+def _minus(a, b):
+    if a is None or b is ANY:
+        return None
+    if b is None:
+        return a
+    return _nonempty(dfa.difference(_universe()[0] if a is ANY else a, b))
+
+
+def _or(parts):
+    parts = [p for p in parts if p is not None]
+    if any(p is ANY for p in parts):
+        return ANY
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else dfa.union(*parts)
+
+
+def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = False):
+    """(lark grammar text, terminal DFAs) for the values valid under node ``root``."""
+    if root == FALSE:
+        raise ConstrainedError("the schema is false: no JSON value is valid")
+    builder = _Builder(schemas, strict_properties)
+    context = frozenset({root}) - {TRUE}
+    start = builder.value(context, context)
+    builder.run()
+    return builder.text(start), builder.terminal_dfas
+
+
+class _Builder:
+    def __init__(self, schemas: Schemas, strict: bool):
+        self.schemas = schemas
+        self.strict = strict
+        self.rules: dict = {}  # name -> list of alternatives (tuples of symbols)
+        self.terminal_dfas: dict = {}  # name -> DFA
+        self._terminal_names: dict = {}  # DFA bytes -> name
+        self._names: dict = {}  # key -> rule name
+        self._todo: list = []  # (name, function building its alternatives)
+        self._alternatives = 0
+        self._scalar_memo: dict = {}
+        self._products: dict = {}
+        self._partitions: dict = {}
+
+    # Names and the work list.
+
+    def _rule(self, key, prefix: str, build) -> str:
+        name = self._names.get(key)
+        if name is None:
+            name = self._names[key] = f"{prefix}{len(self._names)}"
+            self._todo.append((name, build))
+        return name
+
+    def run(self) -> None:
+        while self._todo:
+            name, build = self._todo.pop()
+            alternatives = build()
+            self._alternatives += len(alternatives)
+            if self._alternatives > MAX_ALTERNATIVES:
+                raise ConstrainedError(
+                    f"the schema is too complex to compile: its grammar needs over {MAX_ALTERNATIVES} rules "
+                    "(many combined object schemas, or large counts such as maxItems)")
+            self.rules[name] = alternatives
+
+    def terminal(self, language, hint: str) -> str:
+        key = (language.transitions.tobytes(), language.accepting.tobytes())
+        name = self._terminal_names.get(key)
+        if name is None:
+            name = self._terminal_names[key] = f"{hint}{len(self._terminal_names)}"
+            self.terminal_dfas[name] = language
+        return name
+
+    # Values.
+
+    def value(self, context: frozenset, label: frozenset) -> str:
+        """The rule deriving the values whose label in ``context`` is ``label``."""
+        return self._rule(("value", context, label), "value", lambda: self._value(context, label))
+
+    def _value(self, context, label) -> list:
+        alternatives = []
+        region = self.scalar_region(context, label)
+        if region is not None:
+            alternatives.append((self.terminal(_universe()[0] if region is ANY else region, "SCALAR"),))
+        obj = self.object_start(context, label)
+        if obj is not None:
+            alternatives.append(('"{"', obj))
+        arr = self.array_start(context, label)
+        if arr is not None:
+            alternatives.append(('"["', arr))
+        return alternatives
+
+    def scalar(self, i: int):
+        """The scalar language of node ``i`` (ANY, None or a DFA), combinators included."""
+        if i in self._scalar_memo:
+            if self._scalar_memo[i] is _IN_PROGRESS:
+                self._cycle(i)
+            return self._scalar_memo[i]
+        self._scalar_memo[i] = _IN_PROGRESS
+        node = self.schemas.node(i)
+        language = node.scalar
+        for j in node.all_of:
+            language = _and(language, self.scalar(j))
+        for group in node.any_of:
+            language = _and(language, _or([self.scalar(j) for j in group]))
+        for group in node.one_of:
+            parts = [self.scalar(j) for j in group]
+            exactly_one = [_minus(p, _or(parts[:k] + parts[k + 1:])) for k, p in enumerate(parts)]
+            language = _and(language, _or(exactly_one))
+        for j in node.not_:
+            language = _minus(language, self.scalar(j))
+        self._scalar_memo[i] = language
+        return language
+
+    def scalar_region(self, context, label):
+        language = ANY
+        for i in sorted(label):
+            language = _and(language, self.scalar(i))
+        for i in sorted(context - label):
+            language = _minus(language, self.scalar(i))
+        return language
+
+    def finite_values(self, i: int):
+        """The values node ``i`` allows, {JSON-equality key: value}, when they are
+        a few scalars; else None."""
+        language = self.scalar(i)
+        if language is ANY or any(frozenset({i}) in self._product(frozenset({i}), kind).possible_labels(0)
+                                  for kind in ("object", "array")):
+            return None
+        if language is None:
+            return {}
+        candidates = [True, False, None] + [v for j in self.closure({i}) for v in self.schemas.node(j).values]
+        found = {_equality_key(v): v for v in candidates
+                 if language.matches(json.dumps(v, ensure_ascii=False).encode())}
+        if len(found) > MAX_UNIQUE or _minus(language, _or([scalar_literal(v) for v in found.values()])) is not None:
+            return None
+        return found
+
+    def _cycle(self, i: int):
+        raise ConstrainedError(
+            f"the schema at {_where(self.schemas.node(i).pointer)} refers to itself for the same value "
+            "(through $ref, allOf, anyOf, oneOf or not) without descending into a property or an item, "
+            "so no value can be checked against it")
+
+    def closure(self, context) -> list:
+        """The nodes that apply to the same value as ``context``, each after the
+        nodes it combines."""
+        order, state = [], {}
+
+        def visit(i):
+            if state.get(i) == 2:
+                return
+            if state.get(i) == 1:
+                self._cycle(i)
+            state[i] = 1
+            for j in self.schemas.node(i).combines:
+                visit(j)
+            state[i] = 2
+            order.append(i)
+
+        for i in sorted(context):
+            visit(i)
+        return order
+
+    def _product(self, context, kind: str):
+        key = (context, kind)
+        if key not in self._products:
+            self._products[key] = (_ObjectProduct if kind == "object" else _ArrayProduct)(self, context)
+        return self._products[key]
+
+    def _children(self, requirements, extra=()):
+        """The child context of a member or item, as a list in a fixed order."""
+        ids = []
+        for r in list(requirements) + list(extra):
+            if r not in (TRUE, FALSE) and r not in ids:
+                ids.append(r)
+        if len(ids) > MAX_CHILDREN:
+            raise ConstrainedError(
+                f"the schema is too complex to compile: {len(ids)} schemas apply to one property or item at once "
+                f"(at {_where(self.schemas.node(ids[0]).pointer)})")
+        return ids
+
+    def _labels(self, ids):
+        """The labels a value may have in the child context ``ids``: every subset
+        of a small context (empty ones are pruned with the grammar), else only
+        those some scalar, object or array can have."""
+        if len(ids) <= MAX_SUBSETS:
+            return [frozenset(ids[k] for k in range(len(ids)) if mask >> k & 1) for mask in range(1 << len(ids))]
+        context = frozenset(ids)
+        labels = set(self.partition(context))
+        for kind in ("object", "array"):
+            labels |= self._product(context, kind).possible_labels(0)
+        return sorted(labels, key=sorted)
+
+    def partition(self, context) -> dict:
+        """label -> the non-empty scalar region of that label in ``context``."""
+        hit = self._partitions.get(context)
+        if hit is None:
+            cells = [(ANY, frozenset())]
+            for i in sorted(context):
+                language = self.scalar(i)
+                refined = []
+                for region, label in cells:
+                    inside, outside = _and(region, language), _minus(region, language)
+                    if inside is not None:
+                        refined.append((inside, label | {i}))
+                    if outside is not None:
+                        refined.append((outside, label))
+                cells = refined
+            hit = self._partitions[context] = {label: region for region, label in cells}
+        return hit
+
+    # Objects: "{" then members, each with a declared key (in order, or skipped) or
+    # an undeclared one, then "}". Rules per (product state, wanted label).
+
+    def object_start(self, context, label):
+        product = self._product(context, "object")
+        if not product.can_reach(0, label):
+            return None
+        state = product.prepare()
+        return self._rule(("ostart", context, label, state), "object",
+                          lambda: self._close(product, label, state, '"}"') + [(self._members(product, label, state),)])
+
+    def _close(self, product, label, state, bracket: str) -> list:
+        return [(bracket,)] if product.final_label(state) == label else []
+
+    def _object_later(self, product, label, state) -> str:
+        return self._rule(("olater", product.context, label, state), "object",
+                          lambda: self._close(product, label, state, '"}"')
+                          + [('","', self._members(product, label, state))])
+
+    def _members(self, product, label, state) -> str:
+        def build():
+            alternatives = self._declared_member(product, label, state)
+            for cell in product.cells:
+                if not self.strict or cell.allowed_strict:
+                    alternatives += self._member(product, label, state, cell.language, cell.requirements, state[0])
+            return alternatives + self._skip(product, label, state)
+        return self._rule(("omember", product.context, label, state), "member", build)
+
+    def _skip(self, product, label, state) -> list:
+        """The members after ``state`` with the declared key at its position left
+        out, as a one-rule alternative (or none)."""
+        position, failed, count = state
+        if position >= len(product.keys):
+            return []
+        after = (position + 1, failed | product.requires[position], count)
+        if not product.can_reach(after[1], label):
+            return []
+        return [(self._rule(("oskip", product.context, label, after), "member",
+                            lambda: self._declared_member(product, label, after) + self._skip(product, label, after)),)]
+
+    def _declared_member(self, product, label, state) -> list:
+        position = state[0]
+        if position >= len(product.keys):
+            return []
+        return self._member(product, label, state, product.key_languages[position],
+                            product.key_requirements[position], position + 1)
+
+    def _member(self, product, label, state, key_language, requirements, next_position) -> list:
+        """Alternatives ``key ":" value later`` for each label of the member's value."""
+        _, failed, count = state
+        alive = [(k, r) for k, r in enumerate(requirements) if not failed >> k & 1]
+        ids = self._children([r for _, r in alive])
+        key = self.terminal(key_language, "KEY")
+        too_many = product.count_failures(count + 1)
+        alternatives = []
+        for child_label in self._labels(ids):
+            new_failed = failed | too_many | _unmet(alive, child_label)
+            if product.can_reach(new_failed, label):
+                after = (next_position, new_failed, min(count + 1, product.count_cap))
+                alternatives.append((key, '":"', self.value(frozenset(ids), child_label),
+                                     self._object_later(product, label, after)))
+        return alternatives
+
+    # Arrays: "[" then items, "," between them, then "]".
+
+    def array_start(self, context, label):
+        product = self._product(context, "array")
+        if not product.can_reach(0, label):
+            return None
+        state = product.prepare()
+        return self._rule(("astart", context, label, state), "array",
+                          lambda: self._close(product, label, state, '"]"') + self._items(product, label, state, ()))
+
+    def _array_later(self, product, label, state) -> str:
+        return self._rule(("alater", product.context, label, state), "array",
+                          lambda: self._close(product, label, state, '"]"')
+                          + self._items(product, label, state, ('","',)))
+
+    def _items(self, product, label, state, separator) -> list:
+        position, failed, counts, seen = state
+        alive = [(k, product.item_requirement(k, position)) for k in range(len(product.sets)) if not failed >> k & 1]
+        contains = {k: product.sets[k].contains for k, _ in alive if product.sets[k].contains is not None}
+        distinct = {k: product.values[k] for k, _ in alive if product.values[k]}
+        ids = self._children([r for _, r in alive], list(contains.values()) + [i for v in distinct.values() for i in v])
+        alternatives = []
+        for child_label in self._labels(ids):
+            new_failed, new_counts, new_seen = failed | _unmet(alive, child_label), list(counts), list(seen)
+            for k, node in contains.items():
+                if node == TRUE or node in child_label:
+                    new_counts[k] = min(counts[k] + 1, product.contains_caps[k])
+                    if product.sets[k].max_contains is not None and new_counts[k] > product.sets[k].max_contains:
+                        new_failed |= 1 << k
+            for k, values in distinct.items():
+                bit = sum(1 << j for j, value in enumerate(values) if value in child_label)
+                if seen[k] & bit:
+                    new_failed |= 1 << k
+                new_seen[k] |= bit
+            if product.can_reach(new_failed, label):
+                after = (min(position + 1, product.count_cap), new_failed,
+                         tuple(0 if new_failed >> k & 1 else c for k, c in enumerate(new_counts)),
+                         tuple(0 if new_failed >> k & 1 else c for k, c in enumerate(new_seen)))
+                alternatives.append(separator + (self.value(frozenset(ids), child_label),
+                                                 self._array_later(product, label, after)))
+        return alternatives
+
+    # The grammar text.
+
+    def text(self, start: str) -> str:
+        productive = self._productive()
+        if start not in productive:
+            raise ConstrainedError(
+                "no JSON value satisfies the schema: its constraints contradict each other (for example a required "
+                "property whose schema nothing satisfies, minimum above maximum, or disjoint allOf branches)")
+        lines, seen, todo = [f"start: {start}"], {start}, [start]
+        used_terminals = set()
+        while todo:
+            name = todo.pop()
+            kept = [alt for alt in self.rules[name] if all(s in productive or not s[0].islower() for s in alt)]
+            lines.append(f"{name}: " + " | ".join(" ".join(alt) for alt in kept))
+            for alt in kept:
+                for s in alt:
+                    if s[0].islower() and s not in seen:
+                        seen.add(s)
+                        todo.append(s)
+                    elif s[0].isupper():
+                        used_terminals.add(s)
+        self.terminal_dfas = {n: d for n, d in self.terminal_dfas.items() if n in used_terminals}
+        if used_terminals:
+            lines.append("%declare " + " ".join(sorted(used_terminals)))
+        lines += ["WS: /[ \\t\\n\\r]+/", "%ignore WS", ""]
+        return "\n".join(lines)
+
+    def _productive(self) -> set:
+        """The rules that derive at least one string (a rule appears once all the
+        rules of one of its alternatives do)."""
+        waiting: dict = {}  # rule -> [(owner, alternative index)]
+        missing = {}
+        productive, todo = set(), []
+        for name, alternatives in self.rules.items():
+            for k, alt in enumerate(alternatives):
+                rules = {s for s in alt if s[0].islower()}
+                missing[(name, k)] = len(rules)
+                for s in rules:
+                    waiting.setdefault(s, []).append((name, k))
+                if not rules and name not in productive:
+                    productive.add(name)
+                    todo.append(name)
+        while todo:
+            for owner, k in waiting.get(todo.pop(), ()):
+                missing[(owner, k)] -= 1
+                if missing[(owner, k)] == 0 and owner not in productive:
+                    productive.add(owner)
+                    todo.append(owner)
+        return productive
+
+
+_IN_PROGRESS = object()
+
+
+def _equality_key(value):
+    """Equal JSON values (1 and 1.0 too) have equal keys."""
+    return (type(value).__name__ if isinstance(value, (bool, str)) or value is None else "number", value)
+
+
+def _unmet(alive, label) -> int:
+    """The sets (bits) whose requirement a value with ``label`` does not meet."""
+    return sum(1 << k for k, r in alive if r == FALSE or (r != TRUE and r not in label))
+
+
+class _Product:
+    """The object (or array) keyword sets that apply to the values of one
+    context, and the label their results give. A product state records which
+    sets failed (bits of ``failed``); subclasses say how members (items) move it."""
+
+    kind = ""
+
+    def __init__(self, builder: _Builder, context: frozenset):
+        self.builder = builder
+        self.context = context
+        schemas = builder.schemas
+        self.order = builder.closure(context)
+        atoms = {i: getattr(schemas.node(i), "obj" if self.kind == "object" else "arr") for i in self.order}
+        self.constant = {i: atom is ANY for i, atom in atoms.items() if atom is ANY or atom is None}
+        self.set_nodes = [i for i in self.order if i not in self.constant]
+        self.sets = [atoms[i] for i in self.set_nodes]
+        if len(self.sets) > MAX_SETS:
+            raise ConstrainedError(
+                f"the schema is too complex to compile: {len(self.sets)} {self.kind} schemas combine at "
+                f"{_where(schemas.node(self.set_nodes[0]).pointer)} (allOf, anyOf, oneOf, not, if/then/else)")
+        self._labels: dict = {}
+        self._reachable: dict = {}
+        self._prepared = None
+
+    def label(self, results: int) -> frozenset:
+        """The label of a value whose sets hold as the bits of ``results`` say."""
+        hit = self._labels.get(results)
+        if hit is None:
+            truth = dict(self.constant)
+            for k, i in enumerate(self.set_nodes):
+                truth[i] = bool(results >> k & 1)
+            for i in self.order:
+                node = self.builder.schemas.node(i)
+                truth[i] = truth[i] and (
+                    all(truth[j] for j in node.all_of)
+                    and all(any(truth[j] for j in g) for g in node.any_of)
+                    and all(sum(truth[j] for j in g) == 1 for g in node.one_of)
+                    and not any(truth[j] for j in node.not_))
+            hit = self._labels[results] = frozenset(i for i in self.context if truth[i])
+        return hit
+
+    def possible_labels(self, failed: int) -> set:
+        """The labels a value can still get once the sets in ``failed`` failed."""
+        labels = self._reachable.get(failed)
+        if labels is None:
+            free = [k for k in range(len(self.sets)) if not failed >> k & 1]
+            labels = self._reachable[failed] = {
+                self.label(sum(1 << free[k] for k in range(len(free)) if mask >> k & 1))
+                for mask in range(1 << len(free))}
+        return labels
+
+    def can_reach(self, failed: int, label: frozenset) -> bool:
+        return label in self.possible_labels(failed)
+
+    def final_label(self, state) -> frozenset:
+        failed = state[1]
+        return self.label(sum(1 << k for k in range(len(self.sets)) if not failed >> k & 1 and self.complete(k, state)))
+
+    def prepare(self):
+        """Work out the transitions' ingredients (once); returns the start state."""
+        if self._prepared is None:
+            self._prepared = self._prepare()
+        return self._prepared
+
+
+class _ObjectProduct(_Product):
+    """State: (position among the declared keys, failed sets, members so far)."""
+
+    kind = "object"
+
+    def _prepare(self):
+        builder = self.builder
+        keys = []
+        for atom in self.sets:
+            for name in [p[0] for p in atom.properties] + list(atom.required):
+                if name not in keys:
+                    keys.append(name)
+        self.keys = keys
+        self.key_languages = [json_strings.string_literal(k) for k in keys]
+        self.requires = [sum(1 << k for k, atom in enumerate(self.sets) if name in atom.required) for name in keys]
+        self.requires_from = [0] * (len(keys) + 1)
+        for position in range(len(keys) - 1, -1, -1):
+            self.requires_from[position] = self.requires_from[position + 1] | self.requires[position]
+        self.count_cap = max((max(a.min_properties, a.max_properties + 1 if a.max_properties is not None else 0)
+                              for a in self.sets), default=0)
+        if self.count_cap > MAX_COUNT:
+            raise ConstrainedError(f"minProperties/maxProperties of {self.count_cap - 1} at "
+                                   f"{_where(builder.schemas.node(self.set_nodes[0]).pointer)} are too large to "
+                                   f"enforce exactly (at most {MAX_COUNT})")
+        strings = _universe()[1]
+        self.names = [None if a.names == TRUE else _and(builder.scalar(a.names), strings) for a in self.sets]
+        self.key_requirements = [
+            self._requirements(lambda language, text=json.dumps(k, ensure_ascii=False).encode(): language.matches(text),
+                               name=k)
+            for k in keys]
+        self.cells = self._cells(strings)
+        return (0, 0, 0)
+
+    def _requirements(self, member_of, name=None) -> list:
+        """Per set, the node a member's value must satisfy (FALSE: the key is not
+        allowed), given ``member_of(key language)`` for the member's key."""
+        out = []
+        for atom, names in zip(self.sets, self.names):
+            if names is not None and not member_of(names):
+                out.append(FALSE)
+                continue
+            declared = dict(atom.properties).get(name) if name is not None else None
+            matched = [child for _, language, child in atom.patterns if member_of(language)]
+            if declared is None and not matched:
+                out.append(atom.additional)
+            else:
+                out.append(self.builder.schemas.conjunction(([declared] if declared is not None else []) + matched))
+        return out
+
+    def _cells(self, strings) -> list:
+        """The undeclared keys, split into regions where every set asks the same."""
+        rest = strings
+        if self.keys:
+            rest = _nonempty(dfa.difference(strings, dfa.union(*self.key_languages)))
+        splitters = []
+        for atom, names in zip(self.sets, self.names):
+            splitters += [language for _, language, _ in atom.patterns]
+            if names is not None:
+                splitters.append(names)
+        cells = [(rest, frozenset())] if rest is not None else []
+        for splitter in splitters:
+            refined = []
+            for language, inside in cells:
+                both = _nonempty(dfa.intersect(language, splitter))
+                if both is not None:
+                    refined.append((both, inside | {id(splitter)}))
+                    language = _nonempty(dfa.difference(language, splitter))
+                if language is not None:
+                    refined.append((language, inside))
+            cells = refined
+            if len(cells) > 64:
+                raise ConstrainedError("the schema is too complex to compile: patternProperties and propertyNames "
+                                       "split the property names into too many regions")
+        return [_Cell(self, language, inside) for language, inside in cells]
+
+    def count_failures(self, count: int) -> int:
+        return sum(1 << k for k, a in enumerate(self.sets) if a.max_properties is not None and count > a.max_properties)
+
+    def complete(self, k: int, state) -> bool:
+        position, _, count = state
+        return not self.requires_from[position] >> k & 1 and count >= self.sets[k].min_properties
+
+
+class _Cell:
+    """A region of undeclared keys: its DFA, what each set asks of the value, and
+    whether strict_properties lets it through (every set that declares
+    properties allows more, explicitly or by a pattern)."""
+
+    def __init__(self, product: _ObjectProduct, language, inside: frozenset):
+        self.language = language
+        self.requirements = product._requirements(lambda splitter: id(splitter) in inside)
+        self.allowed_strict = all(
+            atom.explicit_additional and atom.additional != FALSE
+            or any(id(pattern) in inside for _, pattern, _ in atom.patterns)
+            or not (atom.properties or atom.patterns)
+            for atom in product.sets)
+
+
+class _ArrayProduct(_Product):
+    """State: (position, failed sets, contains matches per set, distinct values
+    seen per uniqueItems set)."""
+
+    kind = "array"
+
+    def _prepare(self):
+        self.count_cap = max((max(len(a.prefix), a.min_items, a.max_items + 1 if a.max_items is not None else 0)
+                              for a in self.sets), default=0)
+        where = _where(self.builder.schemas.node(self.set_nodes[0]).pointer) if self.sets else ""
+        if self.count_cap > MAX_COUNT:
+            raise ConstrainedError(f"minItems/maxItems/prefixItems of {self.count_cap - 1} at {where} are too large "
+                                   f"to enforce exactly (at most {MAX_COUNT})")
+        self.contains_caps = [
+            max(a.min_contains, a.max_contains + 1 if a.max_contains is not None else 0) if a.contains is not None
+            else 0 for a in self.sets]
+        if max(self.contains_caps, default=0) > MAX_COUNT:
+            raise ConstrainedError(f"minContains/maxContains at {where} are too large to enforce exactly "
+                                   f"(at most {MAX_COUNT})")
+        self.values = [self._distinct_values(a) for a in self.sets]
+        return (0, 0, tuple(0 for _ in self.sets), tuple(0 for _ in self.sets))
+
+    def item_requirement(self, k: int, position: int) -> int:
+        atom = self.sets[k]
+        if atom.max_items is not None and position >= atom.max_items:
+            return FALSE
+        return atom.prefix[position] if position < len(atom.prefix) else atom.items
+
+    def complete(self, k: int, state) -> bool:
+        position, _, counts, _ = state
+        atom = self.sets[k]
+        return position >= atom.min_items and (atom.contains is None or counts[k] >= atom.min_contains)
+
+    def _distinct_values(self, atom: ArrayAtom) -> tuple:
+        """For uniqueItems: one constant node per value the items can take, when
+        they can only take a few scalar values (else an error); () otherwise."""
+        if not atom.unique or (atom.max_items is not None and atom.max_items <= 1):
+            return ()
+        builder, schemas = self.builder, self.builder.schemas
+        positions = list(atom.prefix)
+        if atom.max_items is None or atom.max_items > len(atom.prefix):
+            positions.append(atom.items)
+        values: dict = {}
+        for node in positions:
+            found = builder.finite_values(node)
+            if found is None:
+                schemas._refuse("uniqueItems", atom.pointer, "it is only enforced for items that take at most "
+                                f"{MAX_UNIQUE} scalar values (enum, const, boolean)")
+                return ()
+            values.update(found)
+        if len(values) > MAX_UNIQUE:
+            schemas._refuse("uniqueItems", atom.pointer, f"the items take {len(values)} values, and distinct values "
+                            f"are only tracked for up to {MAX_UNIQUE}")
+            return ()
+        return tuple(schemas.constant(v, atom.pointer) for v in values.values())

@@ -1,0 +1,134 @@
+"""Lark's LALR(1) parse table, driven on terminal indices, with every answer
+remembered under the top of the stack that decided it.
+
+A parser stack is a tuple of LR states. Feeding a terminal pops and pushes a
+few states at the top; what lies deeper is never read. So each result (the
+stack after a terminal, the terminals a stack accepts, a token mask) is stored
+with the number of top states that were read to compute it, and found again
+for any stack that ends with the same states, at any nesting depth. That is
+what keeps the cost of a step independent of the length of the output.
+
+Callers that build larger answers from several parser calls wrap them in
+``reading(stack)`` to learn how deep their answer looked.
+"""
+
+from contextlib import contextmanager
+
+END = -1  # the parser's end-of-input terminal, $END
+_MISSING = object()
+
+
+class SuffixMemo:
+    """Values keyed by (key, the top ``depth`` states of a stack): stored once
+    under the shortest suffix that decided them."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._depths: dict = {}  # (key, top state) -> depths stored, ascending
+        self._values: dict = {}  # (key, suffix) -> value
+
+    def get(self, key, stack: tuple):
+        """(depth, value) stored for a suffix of ``stack``, or None."""
+        for depth in self._depths.get((key, stack[-1]), ()):
+            value = self._values.get((key, stack[-depth:]), _MISSING)
+            if value is not _MISSING:
+                return depth, value
+        return None
+
+    def put(self, key, stack: tuple, depth: int, value) -> None:
+        if len(self._values) >= self.limit:
+            self._depths.clear()
+            self._values.clear()
+        slot = (key, stack[-1])
+        depths = self._depths.get(slot, ())
+        if depth not in depths:
+            self._depths[slot] = tuple(sorted(depths + (depth,)))
+        self._values[(key, stack[-depth:])] = value
+
+
+class ParseTable:
+    """The parse table of one start rule, on terminal indices (``END`` for $END).
+
+    ``acceptable[state]``: the terminals with an action in the state (what lark's
+    contextual lexer tries there, before ``%ignore``'d ones are added)."""
+
+    def __init__(self, lk, start: str, terminal_index: dict, memo_limit: int = 200_000):
+        from lark.parsers.lalr_analysis import Shift
+
+        table = lk.parser.parser.parser.parse_table
+        self.start_state = table.start_states[start]
+        self.end_state = table.end_states[start]
+        self.actions: dict = {}
+        self.goto: dict = {}
+        self.acceptable: dict = {}
+        for state, row in table.states.items():
+            actions, gotos = {}, {}
+            for name, (action, arg) in row.items():
+                term = END if name == "$END" else terminal_index.get(name)
+                if term is None:  # a rule: the goto part
+                    gotos[name] = arg
+                elif action is Shift:
+                    actions[term] = (True, arg, 0)
+                else:
+                    actions[term] = (False, arg.origin.name, len(arg.expansion))
+            self.actions[state] = actions
+            self.goto[state] = gotos
+            self.acceptable[state] = frozenset(t for t in actions if t != END)
+        self._feeds = SuffixMemo(memo_limit)
+        self._lows: list[int] = []  # per open reading(): lowest stack index read
+
+    def start_stack(self) -> tuple:
+        return (self.start_state,)
+
+    @contextmanager
+    def reading(self, stack: tuple):
+        """Within the block, parser calls record how deep they read ``stack`` (and
+        stacks derived from it, which share its lower part); yields a function
+        giving that depth so far."""
+        self._lows.append(len(stack) - 1)
+        try:
+            yield lambda: len(stack) - self._lows[-1]
+        finally:
+            low = self._lows.pop()
+            if self._lows:
+                self._lows[-1] = min(self._lows[-1], low)
+
+    def read(self, stack: tuple, depth: int) -> None:
+        """Record that an answer about ``stack`` depended on its top ``depth`` states."""
+        if self._lows:
+            low = len(stack) - depth
+            if low < self._lows[-1]:
+                self._lows[-1] = low
+
+    def feed(self, stack: tuple, term: int):
+        """The stack after the parser shifts ``term`` (END: the stack once the input
+        is accepted), or None if the parser rejects it."""
+        hit = self._feeds.get(term, stack)
+        if hit is None:
+            depth, tail = self._feed(stack, term)
+            self._feeds.put(term, stack, depth, tail)
+        else:
+            depth, tail = hit
+        self.read(stack, depth)
+        return None if tail is None else stack[: len(stack) - depth] + tail
+
+    def _feed(self, stack: tuple, term: int):
+        """(depth read, the states replacing the top ``depth`` ones, or None)."""
+        st = list(stack)
+        low = len(st) - 1
+        while True:
+            action = self.actions[st[-1]].get(term)
+            if action is None:
+                return len(stack) - low, None
+            shift, arg, size = action
+            if shift:
+                st.append(arg)
+                break
+            if size:
+                del st[-size:]
+                low = min(low, len(st) - 1)
+            st.append(self.goto[st[-1]][arg])
+            if term == END and st[-1] == self.end_state:
+                break
+        depth = len(stack) - low
+        return depth, tuple(st[low:])

@@ -1,0 +1,166 @@
+"""The lexer side of a grammar: all terminals in one byte automaton, and what
+a set of acceptable terminals makes of it.
+
+The automaton is the product of the terminals' DFAs: a state is the tuple of
+per-terminal states, and carries which terminals can still complete (``alive``)
+and which are complete (``accepting``). Two start states exist: a fresh lexeme,
+and a fresh lexeme right after an ``%ignore``'d one, where ignored terminals
+may not start again (so whitespace is bounded). State ``n_states`` is a dead
+sentinel, so that lookups never need a bounds check.
+
+A ``LexContext`` is that automaton seen from one parser situation: which states
+can still grow into a terminal lark's contextual lexer tries there
+(``alive_lark``), into one the parser really shifts (``alive_valid``), and
+which valid terminal a complete lexeme is emitted as (``choice``: higher
+priority first, then a string literal before a regex, then lark's order).
+"""
+
+import numpy as np
+
+from .dfa import DFA, minimize
+from .errors import ConstrainedError
+
+
+def bounded(dfa: DFA, limit: int) -> DFA:
+    """``dfa`` restricted to strings of at most ``limit`` bytes."""
+    n, width = dfa.n_states, limit + 1
+    ids = np.arange(n)[:, None] * width + np.arange(width)[None, :]  # (state, bytes so far)
+    transitions = np.full((n * width, 256), -1, dtype=np.int32)
+    step = dfa.transitions[:, None, :]  # (n, 1, 256)
+    target = np.where(step >= 0, step * width + (np.arange(width)[None, :, None] + 1), -1)
+    target[:, -1, :] = -1  # no byte after the limit
+    transitions[ids.ravel()] = target.reshape(n * width, 256)
+    accepting = np.repeat(dfa.accepting, width)
+    return minimize(transitions, accepting)
+
+
+class LexContext:
+    """The automaton's states as seen with one set of acceptable and valid terminals."""
+
+    __slots__ = ("key", "alive_lark", "alive_valid", "choice")
+
+    def __init__(self, key, alive_lark, alive_valid, choice):
+        self.key = key  # a small integer, unique per (acceptable, valid)
+        self.alive_lark = alive_lark  # (n + 1,) bool, the sentinel is False
+        self.alive_valid = alive_valid  # (n + 1,) bool
+        self.choice = choice  # (n + 1,) int: the terminal a complete lexeme is emitted as, -1 for none
+
+
+class Lexer:
+    """The product automaton of a grammar's terminals (in lark's lexer order)."""
+
+    def __init__(self, dfas: list, ignored: np.ndarray, choice_order: np.ndarray):
+        self.ignored = ignored
+        self.choice_order = choice_order
+        self._product(dfas)
+        self._contexts: dict = {}
+
+    def _product(self, dfas) -> None:
+        n_terms = len(dfas)
+        starts = [tuple(0 for _ in dfas), tuple(-1 if self.ignored[k] else 0 for k in range(n_terms))]
+        ids: dict = {}
+        order: list = []
+        for s in starts:  # kept apart from all other states even when their tuples agree
+            ids[(True, s)] = len(order)
+            order.append(s)
+        self.q0, self.q0i = 0, 1
+        self.starts = (0, 1)
+        dead_row = np.full(256, -1, dtype=np.int32)
+        rows = []
+        k = 0
+        while k < len(order):
+            nxt = np.stack([dfas[t].transitions[s] if s >= 0 else dead_row for t, s in enumerate(order[k])])
+            cols, inverse = np.unique(nxt.T, axis=0, return_inverse=True)
+            targets = np.empty(len(cols), dtype=np.int32)
+            for i, col in enumerate(cols):
+                if (col < 0).all():
+                    targets[i] = -1
+                    continue
+                key = (False, tuple(col.tolist()))
+                if key not in ids:
+                    ids[key] = len(order)
+                    order.append(key[1])
+                targets[i] = ids[key]
+            rows.append(targets[inverse.ravel()])
+            k += 1
+        n = len(order)
+        comps = np.array(order, dtype=np.int64).reshape(n, n_terms)
+        self.n_states = n
+        self.alive = comps >= 0
+        self.accepting = np.zeros((n, n_terms), dtype=bool)
+        for t, dfa in enumerate(dfas):
+            live = comps[:, t] >= 0
+            self.accepting[live, t] = dfa.accepting[comps[live, t]]
+        trans = np.vstack(rows + [np.full(256, n, dtype=np.int32)])
+        trans[trans < 0] = n  # the dead sentinel
+        self.trans = np.ascontiguousarray(trans, dtype=np.int32)
+
+    def dfa(self) -> DFA:
+        """The automaton as a DFA (accepting where some terminal is complete), for the token index."""
+        n = self.n_states
+        return DFA(np.where(self.trans[:n] == n, -1, self.trans[:n]).astype(np.int32), self.accepting.any(axis=1))
+
+    def context(self, acceptable: frozenset, valid: frozenset) -> LexContext:
+        """The interned context for these terminal sets (both include the ignored terminals)."""
+        ctx = self._contexts.get((acceptable, valid))
+        if ctx is None:
+            ctx = self._contexts[(acceptable, valid)] = self._new_context(acceptable, valid)
+        return ctx
+
+    def _new_context(self, acceptable, valid) -> LexContext:
+        n_terms = self.alive.shape[1]
+        in_lark = np.zeros(n_terms, dtype=bool)
+        in_lark[list(acceptable)] = True
+        in_valid = np.zeros(n_terms, dtype=bool)
+        in_valid[list(valid)] = True
+        alive_lark = np.append((self.alive & in_lark).any(axis=1), False)
+        alive_valid = np.append((self.alive & in_valid).any(axis=1), False)
+        complete = (self.accepting & in_lark)[:, self.choice_order]
+        first = self.choice_order[complete.argmax(axis=1)]
+        choice = np.where(complete.any(axis=1) & in_valid[first], first, -1)
+        return LexContext(len(self._contexts), alive_lark, alive_valid, np.append(choice, -1))
+
+    def check_lark_agrees(self, acceptable_sets, names, is_str, priority) -> None:
+        """Refuse terminals that lark's lexer would split differently from the
+        longest match used here. Lark takes, among the terminals it tries, the
+        first (in its order: priority, longest possible match, ...) that matches
+        any prefix; here the lexeme is the longest one, emitted as the terminal
+        the tie rule picks. They agree when, wherever a lexeme may end, the first
+        terminal in lark's order that matched any prefix of it matches it whole
+        and is the one picked (or is a regex that lark's "unless" rule turns into
+        the string literal picked)."""
+        n_terms = len(names)
+        for acceptable in acceptable_sets:
+            in_set = np.zeros(n_terms, dtype=bool)
+            in_set[list(acceptable)] = True
+            alive = np.append((self.alive & in_set).any(axis=1), False)
+            accepting = self.accepting & in_set
+            complete = accepting[:, self.choice_order]
+            picked = np.where(complete.any(axis=1), self.choice_order[complete.argmax(axis=1)], -1)
+            first_acc = np.where(accepting.any(axis=1), accepting.argmax(axis=1), n_terms)  # terminals are in lark's order
+            seen = {(q, n_terms): b"" for q in self.starts}
+            queue = list(seen)
+            while queue:
+                q, best = queue.pop()
+                if picked[q] >= 0:
+                    winner = min(best, int(first_acc[q]))
+                    choice = int(picked[q])
+                    ok = winner == choice or (
+                        accepting[q, winner] and is_str[choice] and not is_str[winner]
+                        and priority[winner] == priority[choice]
+                    )
+                    if not ok:
+                        raise ConstrainedError(
+                            f"terminals {names[winner]} and {names[choice]} overlap in a way lark's lexer "
+                            f"resolves differently from the longest match: on {seen[(q, best)]!r} lark takes "
+                            f"{names[winner]} (it comes first in lark's order: priority, then longest possible "
+                            f"match{'' if accepting[q, winner] else ', even though it matches only a shorter prefix'}), "
+                            f"the longest match is {names[choice]}. Make the terminals disjoint, or give "
+                            f"{names[choice]} a higher priority"
+                        )
+                nbest = min(best, int(first_acc[q]))
+                row = self.trans[q]
+                for b in np.unique(row).tolist():
+                    if b < self.n_states and alive[b] and (b, nbest) not in seen:
+                        seen[(b, nbest)] = seen[(q, best)] + bytes([int(np.argmax(row == b))])
+                        queue.append((b, nbest))
