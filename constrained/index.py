@@ -136,7 +136,7 @@ def walk_trie(dfa: DFA, trie) -> tuple[np.ndarray, np.ndarray]:
     byte_class, columns = byte_classes(table)
     columns = columns.astype(np.int32)
     n_classes = columns.shape[1]
-    node_class = byte_class.astype(np.int32)[trie.byte]
+    byte_class = byte_class.astype(np.int32)
 
     node_group = np.full(trie.n_nodes, -1, dtype=np.int32)
     rows = []
@@ -146,7 +146,7 @@ def walk_trie(dfa: DFA, trie) -> tuple[np.ndarray, np.ndarray]:
     children = np.arange(trie.level_start[0], trie.level_start[1])
     parent_group = np.zeros(len(children), dtype=np.int32)
     while len(children):
-        keys = parent_group * n_classes + node_class[children]
+        keys = parent_group * n_classes + byte_class[trie.byte[children]]
         # Dense renumbering of the (parent group, class) keys; cheaper than a sort.
         present = np.zeros(len(parent_rows) * n_classes, dtype=bool)
         present[keys] = True

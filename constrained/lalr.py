@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 END = -1  # the parser's end-of-input terminal, $END
 _MISSING = object()
+_WHOLE_LIMIT = 8192
 
 
 class SuffixMemo:
@@ -26,12 +27,19 @@ class SuffixMemo:
         self.limit = limit
         self._depths: dict = {}  # (key, top state) -> depths stored, ascending
         self._values: dict = {}  # (key, suffix) -> value
+        self._whole: dict = {}  # (key, whole stack) -> (depth, value): recent hits, found in one lookup
 
     def get(self, key, stack: tuple):
         """(depth, value) stored for a suffix of ``stack``, or None."""
+        hit = self._whole.get((key, stack))
+        if hit is not None:
+            return hit
         for depth in self._depths.get((key, stack[-1]), ()):
             value = self._values.get((key, stack[-depth:]), _MISSING)
             if value is not _MISSING:
+                if len(self._whole) >= _WHOLE_LIMIT:  # small, so that clearing it never stalls a step
+                    self._whole.clear()
+                self._whole[(key, stack)] = (depth, value)
                 return depth, value
         return None
 
@@ -39,6 +47,7 @@ class SuffixMemo:
         if len(self._values) >= self.limit:
             self._depths.clear()
             self._values.clear()
+            self._whole.clear()
         slot = (key, stack[-1])
         depths = self._depths.get(slot, ())
         if depth not in depths:

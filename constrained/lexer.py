@@ -50,6 +50,7 @@ class Lexer:
     """The product automaton of a grammar's terminals (in lark's lexer order)."""
 
     def __init__(self, dfas: list, ignored: np.ndarray, choice_order: np.ndarray):
+        self.dfas = dfas
         self.ignored = ignored
         self.choice_order = choice_order
         self._product(dfas)
@@ -69,14 +70,15 @@ class Lexer:
         rows = []
         k = 0
         while k < len(order):
-            nxt = np.stack([dfas[t].transitions[s] if s >= 0 else dead_row for t, s in enumerate(order[k])])
-            cols, inverse = np.unique(nxt.T, axis=0, return_inverse=True)
-            targets = np.empty(len(cols), dtype=np.int32)
-            for i, col in enumerate(cols):
-                if (col < 0).all():
+            nxt = np.stack([dfas[t].transitions[s] if s >= 0 else dead_row for t, s in enumerate(order[k])], axis=1)
+            as_bytes = np.ascontiguousarray(nxt).view(np.dtype((np.void, 4 * n_terms))).ravel()
+            _, first, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)  # distinct targets
+            targets = np.empty(len(first), dtype=np.int32)
+            for i, col in enumerate(nxt[first].tolist()):
+                if max(col) < 0:
                     targets[i] = -1
                     continue
-                key = (False, tuple(col.tolist()))
+                key = (False, tuple(col))
                 if key not in ids:
                     ids[key] = len(order)
                     order.append(key[1])
@@ -85,6 +87,8 @@ class Lexer:
             k += 1
         n = len(order)
         comps = np.array(order, dtype=np.int64).reshape(n, n_terms)
+        self.components = comps  # per state, each terminal's DFA state (-1: dead)
+        self.state_of = {key[1]: i for key, i in ids.items() if not key[0]}  # components -> state
         self.n_states = n
         self.alive = comps >= 0
         self.accepting = np.zeros((n, n_terms), dtype=bool)
@@ -94,11 +98,6 @@ class Lexer:
         trans = np.vstack(rows + [np.full(256, n, dtype=np.int32)])
         trans[trans < 0] = n  # the dead sentinel
         self.trans = np.ascontiguousarray(trans, dtype=np.int32)
-
-    def dfa(self) -> DFA:
-        """The automaton as a DFA (accepting where some terminal is complete), for the token index."""
-        n = self.n_states
-        return DFA(np.where(self.trans[:n] == n, -1, self.trans[:n]).astype(np.int32), self.accepting.any(axis=1))
 
     def context(self, acceptable: frozenset, valid: frozenset) -> LexContext:
         """The interned context for these terminal sets (both include the ignored terminals)."""

@@ -162,7 +162,7 @@ def _random_walk(g, tokenizer, rng, max_tokens=60, check_tokens=24):
     if not m.is_finished():
         _finish(m)
     text = m.text()
-    g.lark.parse(text)  # raises if lark does not parse it
+    assert g.matches(text), f"lark does not parse {text!r}"
     return text
 
 
@@ -366,3 +366,31 @@ def test_mask_agrees_with_advance_on_every_token(name, prefixes, tokenizers):
         ])
         expected[sorted(vocab.eos_ids)] = m.is_accepting()
         assert (allowed == expected).all(), [vocab.tokens[i] for i in np.flatnonzero(allowed != expected)[:10]]
+
+
+def test_masks_are_reused_at_any_depth(tokenizers, monkeypatch):
+    """A mask depends on the top of the parser stack only: once a situation was
+    seen at one nesting depth, deeper copies of it compute nothing new, and the
+    masks they get are the ones a fresh index computes."""
+    tok = tokenizers("llama3")
+    g = constrained.grammar(GRAMMARS / "json.lark")
+    inner = '{"a": [1, {"b": "x"}, true], "c": '
+
+    def masks_along(grammar, depth):
+        m = grammar.matcher(tok)
+        masks = []
+        for i in encode_exact(tok, "[" * depth + inner):
+            masks.append(m.mask().copy())
+            m.advance(i)
+        return masks + [m.mask().copy()]
+
+    masks_along(g, 6)
+    computed = []
+    index_class = type(g.index(tok))
+    original = index_class._mask
+    monkeypatch.setattr(index_class, "_mask", lambda self, q, stack: computed.append(len(stack)) or original(self, q, stack))
+    deep = masks_along(g, 40)
+    assert computed == []
+    monkeypatch.undo()
+    fresh = masks_along(constrained.grammar(GRAMMARS / "json.lark"), 40)
+    assert all((a == b).all() for a, b in zip(deep, fresh))
