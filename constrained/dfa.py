@@ -405,7 +405,8 @@ def byte_classes(transitions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     columns = transitions[:, first]
     if not np.array_equal(columns[:, byte_class], transitions):  # a hash collision
         columns, byte_class = np.unique(transitions, axis=1, return_inverse=True)
-    return byte_class.ravel(), columns
+    # C order: picked columns come out in Fortran order, whose tolist() is 100x slower
+    return byte_class.ravel(), np.ascontiguousarray(columns)
 
 
 def _refine(block: np.ndarray, columns: np.ndarray) -> np.ndarray:
@@ -434,6 +435,55 @@ def _refine(block: np.ndarray, columns: np.ndarray) -> np.ndarray:
     return block
 
 
+def _finite_classes(columns: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+    """Revuz's minimisation of the acyclic part, leaves first: a state all of
+    whose paths end (its language is finite) gets an id from its acceptance and
+    its successors' ids, so ids are equal exactly when languages are; the empty
+    language is 0. States on or leading to a cycle get -1. ``columns`` has the
+    sink (the last state, the empty language) wherever a transition is dead.
+
+    Counted repeats make long acyclic chains, on which Moore's refinement needs
+    as many whole-table rounds as the chain is long; this is one pass."""
+    sink = len(columns) - 1
+    successors = columns.tolist()
+    accepts = accepting.tolist()
+    remaining = [0] * (sink + 1)
+    before: list[list[int]] = [[] for _ in range(sink + 1)]
+    for state, row in enumerate(successors[:sink]):
+        targets = set(row)
+        targets.discard(sink)
+        remaining[state] = len(targets)
+        for target in targets:
+            before[target].append(state)
+    language = [-1] * sink + [0]
+    ids = {(False,) + (0,) * columns.shape[1]: 0}
+    ready = [state for state in range(sink) if remaining[state] == 0]
+    for state in ready:  # grows while it is read: a topological order from the leaves
+        key = (accepts[state], *[language[t] for t in successors[state]])
+        language[state] = ids.setdefault(key, len(ids))
+        for earlier in before[state]:
+            remaining[earlier] -= 1
+            if remaining[earlier] == 0:
+                ready.append(earlier)
+    return np.array(language, dtype=np.int64)
+
+
+def _live(columns: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+    """The states from which an accepting state is reachable."""
+    before: list[list[int]] = [[] for _ in range(len(columns))]
+    for state, row in enumerate(columns.tolist()):
+        for target in set(row):
+            before[target].append(state)
+    live = accepting.tolist()
+    todo = [state for state, yes in enumerate(live) if yes]
+    for state in todo:
+        for earlier in before[state]:
+            if not live[earlier]:
+                live[earlier] = True
+                todo.append(earlier)
+    return np.array(live, dtype=bool)
+
+
 def minimize(transitions: np.ndarray, accepting: np.ndarray, start: int = 0) -> DFA | None:
     """The minimal DFA equivalent to (transitions, accepting) from ``start``, with
     only live states, renumbered so that the start is 0; None if it accepts nothing."""
@@ -442,7 +492,16 @@ def minimize(transitions: np.ndarray, accepting: np.ndarray, start: int = 0) -> 
     full = np.vstack([transitions, np.full((1, 256), sink, dtype=np.int32)])
     full[full < 0] = sink
     _, columns = byte_classes(full)
-    block = _refine(np.append(accepting, False).astype(np.int64), columns)
+    accepting_full = np.append(accepting, False)
+    # States that cannot reach an accepting state go to the sink first, so that
+    # every remaining cycle is live and "finite language" means "acyclic".
+    with gc_paused():
+        columns = np.where(_live(columns, accepting_full)[columns], columns, sink)
+        finite = _finite_classes(columns, accepting_full)
+    # Moore's refinement for the rest, from a partition that already separates
+    # every finite language: cyclic states start as accepting or not.
+    start_block = np.where(finite >= 0, finite, np.where(accepting_full, finite.max() + 1, finite.max() + 2))
+    block = _refine(start_block, columns)
     n_blocks = int(block.max()) + 1
     dead_block = block[sink]
     if block[start] == dead_block:
@@ -462,3 +521,110 @@ def minimize(transitions: np.ndarray, accepting: np.ndarray, start: int = 0) -> 
     rep = representative[order]
     new_transitions = new_id[block[full[rep]]]
     return DFA(np.ascontiguousarray(new_transitions, dtype=np.int32), accepting[rep].copy())
+
+
+# Operations on languages. Each returns a minimal DFA; the empty language is the
+# one DFA whose start state is dead (one state, not accepting, no transitions):
+# test for it with is_empty() before handing a DFA to the token index.
+
+
+def empty() -> DFA:
+    """The DFA of the empty language."""
+    return DFA(np.full((1, 256), DEAD, dtype=np.int32), np.zeros(1, dtype=bool))
+
+
+def is_empty(a: DFA) -> bool:
+    return not a.accepting.any()
+
+
+def _minimal(transitions: np.ndarray, accepting: np.ndarray) -> DFA:
+    dfa = minimize(transitions, accepting)
+    return empty() if dfa is None else dfa
+
+
+def literal(data: bytes) -> DFA:
+    """The DFA accepting exactly ``data``."""
+    n = len(data)
+    transitions = np.full((n + 1, 256), DEAD, dtype=np.int32)
+    transitions[np.arange(n), np.frombuffer(data, dtype=np.uint8)] = np.arange(1, n + 1)
+    accepting = np.zeros(n + 1, dtype=bool)
+    accepting[n] = True
+    return DFA(transitions, accepting)
+
+
+def complement(a: DFA) -> DFA:
+    """Every byte string ``a`` rejects (invalid UTF-8 included: intersect with
+    the language you mean)."""
+    sink = a.n_states
+    transitions = np.vstack([a.transitions, np.full((1, 256), sink, dtype=np.int32)])
+    transitions[transitions < 0] = sink
+    return _minimal(transitions, ~np.append(a.accepting, False))
+
+
+def intersect(a: DFA, b: DFA) -> DFA:
+    return _product(a, b, need_a=True, need_b=True, accept=np.logical_and)
+
+
+def difference(a: DFA, b: DFA) -> DFA:
+    """The strings of ``a`` that ``b`` rejects."""
+    return _product(a, b, need_a=True, need_b=False, accept=lambda x, y: x & ~y)
+
+
+def union(*dfas: DFA) -> DFA:
+    if not dfas:
+        return empty()
+    while len(dfas) > 1:  # pairwise, so that every product is of two small automata
+        pairs = [_product(a, b, need_a=False, need_b=False, accept=np.logical_or) for a, b in zip(dfas[::2], dfas[1::2])]
+        dfas = pairs + list(dfas[len(pairs) * 2 :])
+    return dfas[0]
+
+
+def _product(a: DFA, b: DFA, need_a: bool, need_b: bool, accept) -> DFA:
+    """The product automaton of the state pairs reachable from (start, start),
+    built breadth first, a whole frontier at a time. A pair where a side is dead
+    is kept only if that side is not needed (``need_a``, ``need_b``) to accept:
+    every state of a trimmed DFA is live, so that prunes exactly the pairs that
+    can never accept. States are numbered ``state_a * width + state_b`` with the
+    dead state as the last number on each side."""
+    dead_a, dead_b = a.n_states, b.n_states
+    width = dead_b + 1
+    table_a = np.vstack([a.transitions, np.full((1, 256), DEAD, dtype=np.int32)])
+    table_b = np.vstack([b.transitions, np.full((1, 256), DEAD, dtype=np.int32)])
+    table_a[table_a < 0] = dead_a
+    table_b[table_b < 0] = dead_b
+    byte_class, _ = byte_classes(np.vstack([table_a, table_b]))
+    first_byte = np.unique(byte_class, return_index=True)[1]
+    table_a, table_b = table_a[:, first_byte].astype(np.int64), table_b[:, first_byte].astype(np.int64)
+
+    known_keys = np.zeros(1, dtype=np.int64)  # sorted; the start pair (0, 0) is 0
+    known_ids = np.zeros(1, dtype=np.int64)
+    frontier = known_keys
+    levels, rows = [], []
+    while len(frontier):
+        levels.append(frontier)
+        next_a, next_b = table_a[frontier // width], table_b[frontier % width]
+        alive = (next_a != dead_a) | (next_b != dead_b)
+        if need_a:
+            alive &= next_a != dead_a
+        if need_b:
+            alive &= next_b != dead_b
+        keys = np.where(alive, next_a * width + next_b, DEAD)
+        rows.append(keys)
+        candidates = np.unique(keys[alive])
+        position = np.minimum(np.searchsorted(known_keys, candidates), len(known_keys) - 1)
+        frontier = candidates[known_keys[position] != candidates]
+        if len(known_keys) + len(frontier) > MAX_STATES:
+            raise ConstrainedError(
+                f"the combined automaton is too complex: it exceeds {MAX_STATES} states; "
+                "simplify the constraints that are combined (shorter bounds, fewer alternatives)"
+            )
+        order = np.argsort(np.concatenate([known_keys, frontier]), kind="stable")
+        known_keys = np.concatenate([known_keys, frontier])[order]
+        known_ids = np.concatenate([known_ids, np.arange(len(known_ids), len(known_ids) + len(frontier))])[order]
+
+    keys = np.concatenate(rows)
+    ids = np.where(keys >= 0, known_ids[np.searchsorted(known_keys, np.maximum(keys, 0))], DEAD)
+    states = np.concatenate(levels)
+    accepting_a = np.append(a.accepting, False)[states // width]
+    accepting_b = np.append(b.accepting, False)[states % width]
+    return _minimal(ids[:, byte_class].astype(np.int32), accept(accepting_a, accepting_b))

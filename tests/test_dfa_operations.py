@@ -1,0 +1,99 @@
+"""Operations on DFA languages (intersection, union, difference, complement,
+emptiness, literals): each agrees with the boolean combination of its inputs'
+verdicts (from_regex itself is checked against Python's re in test_dfa.py), and
+returns a minimal DFA."""
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from constrained import ConstrainedError
+from constrained.dfa import (
+    MAX_STATES,
+    complement,
+    difference,
+    empty,
+    from_regex,
+    intersect,
+    is_empty,
+    literal,
+    minimize,
+    union,
+)
+from regex_strategies import compile_or_reject, regexes, texts
+
+
+def assert_minimal(dfa):
+    """Every state is live, and no two states are equivalent (Moore's partition
+    from scratch has as many blocks as there are states)."""
+    if is_empty(dfa):
+        assert dfa.n_states == 1 and (dfa.transitions < 0).all()
+        return
+    again = minimize(dfa.transitions, dfa.accepting)
+    assert again.n_states == dfa.n_states
+    live = dfa.accepting.copy()
+    for _ in range(dfa.n_states):
+        live |= ((dfa.transitions >= 0) & live[np.maximum(dfa.transitions, 0)]).any(axis=1)
+    assert live.all()
+
+
+@given(a=regexes, b=regexes, text=texts)
+def test_binary_operations_match_the_boolean_combinations(a, b, text):
+    dfa_a, dfa_b = compile_or_reject(a).dfa, compile_or_reject(b).dfa
+    data = text.encode()
+    in_a, in_b = dfa_a.matches(data), dfa_b.matches(data)
+    for dfa, expected in [
+        (intersect(dfa_a, dfa_b), in_a and in_b),
+        (union(dfa_a, dfa_b), in_a or in_b),
+        (difference(dfa_a, dfa_b), in_a and not in_b),
+    ]:
+        assert dfa.matches(data) == expected, (a, b, text)
+        assert_minimal(dfa)
+
+
+@given(a=regexes, text=texts)
+def test_complement_flips_every_string(a, text):
+    dfa = compile_or_reject(a).dfa
+    other = complement(dfa)
+    assert other.matches(text.encode()) != dfa.matches(text.encode())
+    assert_minimal(other)
+    assert complement(other).n_states == dfa.n_states
+
+
+@given(words=st.lists(st.binary(max_size=6), min_size=0, max_size=12), probe=st.binary(max_size=6))
+def test_union_of_literals_is_the_set(words, probe):
+    dfa = union(*[literal(w) for w in words])
+    assert dfa.matches(probe) == (probe in words)
+    assert is_empty(dfa) == (not words)
+    for word in words:
+        assert dfa.matches(word)
+    assert_minimal(dfa)
+
+
+def test_emptiness():
+    assert is_empty(empty())
+    assert is_empty(intersect(from_regex("a+"), from_regex("b+")))
+    assert is_empty(difference(from_regex("a|b"), from_regex("[ab]")))
+    assert complement(from_regex("(?s:.)*")).matches(b"\xff")  # only invalid UTF-8 is left
+    assert not is_empty(literal(b""))
+    assert literal(b"").matches(b"") and not literal(b"").matches(b"a")
+    # The empty language composes like any other.
+    assert is_empty(intersect(empty(), from_regex("a*")))
+    assert union(empty(), from_regex("ab")).matches(b"ab")
+    assert complement(empty()).matches(b"\xff\x00")
+
+
+def test_difference_of_long_chains_is_fast_and_exact():
+    # Counted repeats give long acyclic automata; minimising them takes one pass.
+    a, b = from_regex("[a-z]{0,400}"), from_regex("[a-y]{0,400}")
+    dfa = difference(a, b)
+    assert dfa.matches(b"abz") and not dfa.matches(b"aby") and dfa.matches(b"z" * 400)
+    assert not dfa.matches(b"z" * 401)
+    assert dfa.n_states == 2 * 400  # before any z, and after one, at each length
+
+
+def test_too_complex_products_are_refused():
+    # A length count times an independent window of the last 8 letters.
+    a, b = from_regex("[ab]{0,300}"), from_regex("[ab]*a[ab]{7}")
+    with pytest.raises(ConstrainedError, match=f"too complex: it exceeds {MAX_STATES} states"):
+        intersect(a, b)
