@@ -73,8 +73,10 @@ class DFA:
 
 
 @lru_cache(maxsize=256)
-def from_regex(pattern: str) -> DFA:
-    """The minimal byte-level DFA of ``pattern`` (whole-string match)."""
+def from_regex(pattern: str, encoding=None) -> DFA:
+    """The minimal byte-level DFA of ``pattern`` (whole-string match). Each
+    character is spelled as ``encoding(low, high)`` spells the code points
+    low..high: byte sequences, UTF-8 by default (see ``utf8_encoding``)."""
     if not isinstance(pattern, str):
         raise ConstrainedError(f"a regular expression is a str, got {type(pattern).__name__}")
     try:
@@ -83,7 +85,7 @@ def from_regex(pattern: str) -> DFA:
         raise ConstrainedError(f"invalid regular expression {pattern!r}: {e}") from None
     except RecursionError:
         raise ConstrainedError(f"regular expression {pattern!r} is nested too deeply") from None
-    nfa = _NFA(pattern)
+    nfa = _NFA(pattern, encoding or utf8_encoding)
     with gc_paused():
         try:
             start, end = nfa.sequence(parsed, parsed.state.flags)
@@ -133,7 +135,7 @@ _CATEGORIES = {
 }
 
 
-def _normalize(ranges) -> list[tuple[int, int]]:
+def normalize_ranges(ranges) -> list[tuple[int, int]]:
     out = []
     for lo, hi in sorted(ranges):
         if out and lo <= out[-1][1] + 1:
@@ -143,9 +145,9 @@ def _normalize(ranges) -> list[tuple[int, int]]:
     return out
 
 
-def _complement(ranges) -> list[tuple[int, int]]:
+def complement_ranges(ranges) -> list[tuple[int, int]]:
     out, lo = [], 0
-    for a, b in _normalize(ranges):
+    for a, b in normalize_ranges(ranges):
         if a > lo:
             out.append((lo, a - 1))
         lo = b + 1
@@ -157,14 +159,14 @@ def _complement(ranges) -> list[tuple[int, int]]:
 def _cased(ranges, flags) -> list[tuple[int, int]]:
     """With IGNORECASE, ASCII letters match either case (re.ASCII's rule)."""
     if not flags & re.IGNORECASE:
-        return _normalize(ranges)
+        return normalize_ranges(ranges)
     extra = []
     for lo, hi in ranges:
         for a, b, shift in ((65, 90, 32), (97, 122, -32)):
             x, y = max(lo, a), min(hi, b)
             if x <= y:
                 extra.append((x + shift, y + shift))
-    return _normalize(list(ranges) + extra)
+    return normalize_ranges(list(ranges) + extra)
 
 
 @lru_cache(maxsize=4096)
@@ -198,12 +200,20 @@ def utf8_sequences(lo: int, hi: int) -> tuple[tuple[tuple[int, int], ...], ...]:
     return tuple(sorted(out))
 
 
+def utf8_encoding(lo: int, hi: int) -> tuple[tuple[tuple[tuple[int, int], ...], ...], ...]:
+    """The code points ``lo..hi`` as alternative byte sequences, each a tuple of
+    byte sets, each set a tuple of (low, high) byte ranges: the encoding
+    interface of from_regex, here plain UTF-8."""
+    return tuple(tuple((byte_range,) for byte_range in seq) for seq in utf8_sequences(lo, hi))
+
+
 class _NFA:
     """A Thompson NFA over bytes, built from Python's regex parse tree. Each
     builder returns a fragment (start state, end state)."""
 
-    def __init__(self, pattern: str):
+    def __init__(self, pattern: str, encoding):
         self.pattern = pattern
+        self.encoding = encoding
         self.epsilon: list[list[int]] = []
         self.edges: list[list[tuple[int, int, int]]] = []  # (low byte, high byte, target)
 
@@ -231,9 +241,9 @@ class _NFA:
         if op is sre.LITERAL:
             return self.chars(_cased([(arg, arg)], flags))
         if op is sre.NOT_LITERAL:
-            return self.chars(_complement(_cased([(arg, arg)], flags)))
+            return self.chars(complement_ranges(_cased([(arg, arg)], flags)))
         if op is sre.ANY:
-            return self.chars([(0, MAX_CODE_POINT)] if flags & re.DOTALL else _complement([(10, 10)]))
+            return self.chars([(0, MAX_CODE_POINT)] if flags & re.DOTALL else complement_ranges([(10, 10)]))
         if op is sre.IN:
             return self.chars(self.char_set(arg, flags))
         if op is sre.BRANCH:
@@ -262,20 +272,20 @@ class _NFA:
                 ranges.append(arg)
             elif op is sre.CATEGORY:
                 category, inverted = _CATEGORIES[arg]
-                ranges += _complement(category) if inverted else category
+                ranges += complement_ranges(category) if inverted else category
             else:
                 raise ConstrainedError(f"regular expression {self.pattern!r}: unsupported set item {op}")
         ranges = _cased(ranges, flags)
-        return _complement(ranges) if negate else ranges
+        return complement_ranges(ranges) if negate else ranges
 
     def chars(self, ranges) -> tuple[int, int]:
-        """A fragment matching one character of ``ranges`` as UTF-8 bytes."""
+        """A fragment matching one character of ``ranges``, spelled by the encoding."""
         start, end = self.state(), self.state()
         inner: dict[tuple, int] = {}
         for lo, hi in ranges:
-            for seq in utf8_sequences(lo, hi):
+            for seq in self.encoding(lo, hi):
                 state = start
-                for i, (a, b) in enumerate(seq):
+                for i, byte_set in enumerate(seq):
                     if i == len(seq) - 1:
                         target = end
                     else:
@@ -283,8 +293,9 @@ class _NFA:
                         target = inner.get(key)
                         if target is None:
                             target = inner[key] = self.state()
-                    if (a, b, target) not in self.edges[state]:
-                        self.edges[state].append((a, b, target))
+                    for a, b in byte_set:
+                        if (a, b, target) not in self.edges[state]:
+                            self.edges[state].append((a, b, target))
                     state = target
         return start, end
 

@@ -1,0 +1,332 @@
+"""ECMA-262 regular expressions (JSON Schema's ``pattern`` dialect) translated
+to Python regular expressions over code points, for ``dfa.from_regex``.
+
+The translation spells every character class out as code point ranges, so the
+Python pattern means exactly what the ECMA-262 one means whatever flags Python
+would apply: ``.`` is any character but \\n \\r \\u2028 \\u2029; ``\\d`` ``\\w``
+are ASCII; ``\\s`` is ECMA's white space and line terminators (Unicode spaces
+and \\ufeff included); ``[^]`` is any character, ``[]`` none; ``\\uXXXX``
+(surrogate pairs joined), ``\\u{...}``, ``\\xHH``, ``\\cX`` escapes. JSON Schema
+patterns are unanchored: a pattern matches a string if it matches anywhere in
+it, so each top-level alternative is padded with "any characters" on the sides
+it does not anchor with a leading ``^`` or a trailing ``$``. Constructs an
+automaton cannot enforce (lookarounds, backreferences, word boundaries, anchors
+elsewhere) are refused with an error naming them, never approximated.
+"""
+
+import unicodedata
+from functools import lru_cache
+
+from .dfa import MAX_CODE_POINT, complement_ranges as complement, normalize_ranges as normalize
+from .errors import ConstrainedError
+
+ANY = r"[\x00-\U0010ffff]"
+
+_DIGIT = [(0x30, 0x39)]
+_WORD = [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)]
+_SPACE = [
+    (0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
+    (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF),
+]  # fmt: skip
+_LINE_TERMINATORS = [(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)]
+_CONTROL_ESCAPES = {"t": 0x09, "n": 0x0A, "v": 0x0B, "f": 0x0C, "r": 0x0D}
+_SYNTAX = set("^$\\.*+?()[]{}|/")
+
+
+def char_class(ranges) -> str:
+    """Python syntax for one character of ``ranges`` (code point ranges)."""
+    ranges = normalize(ranges)
+    if not ranges:
+        return r"[^\x00-\U0010ffff]"
+    items = "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges)
+    return f"[{items}]"
+
+
+def literal(text: str) -> str:
+    """Python syntax matching exactly ``text``."""
+    return "".join(f"\\U{ord(c):08x}" for c in text)
+
+
+@lru_cache(maxsize=64)
+def _category(name: str) -> tuple[tuple[int, int], ...]:
+    """The code points of a Unicode general category (one or two letters), by
+    this Python's Unicode database."""
+    ranges: list[tuple[int, int]] = []
+    for c in range(MAX_CODE_POINT + 1):
+        if unicodedata.category(chr(c)).startswith(name):
+            if ranges and ranges[-1][1] == c - 1:
+                ranges[-1] = (ranges[-1][0], c)
+            else:
+                ranges.append((c, c))
+    return tuple(ranges)
+
+
+_CATEGORY_NAMES = {
+    "Letter": "L", "Cased_Letter": "LC", "Uppercase_Letter": "Lu", "Lowercase_Letter": "Ll",
+    "Titlecase_Letter": "Lt", "Modifier_Letter": "Lm", "Other_Letter": "Lo", "Mark": "M",
+    "Nonspacing_Mark": "Mn", "Spacing_Mark": "Mc", "Enclosing_Mark": "Me", "Number": "N",
+    "Decimal_Number": "Nd", "digit": "Nd", "Letter_Number": "Nl", "Other_Number": "No",
+    "Punctuation": "P", "punct": "P", "Connector_Punctuation": "Pc", "Dash_Punctuation": "Pd",
+    "Open_Punctuation": "Ps", "Close_Punctuation": "Pe", "Initial_Punctuation": "Pi",
+    "Final_Punctuation": "Pf", "Other_Punctuation": "Po", "Symbol": "S", "Math_Symbol": "Sm",
+    "Currency_Symbol": "Sc", "Modifier_Symbol": "Sk", "Other_Symbol": "So", "Separator": "Z",
+    "Space_Separator": "Zs", "Line_Separator": "Zl", "Paragraph_Separator": "Zp", "Other": "C",
+    "Control": "Cc", "cntrl": "Cc", "Format": "Cf", "Surrogate": "Cs", "Private_Use": "Co",
+    "Unassigned": "Cn",
+}  # fmt: skip
+
+
+def search_pattern(pattern: str) -> str:
+    """A Python pattern whose full matches are exactly the strings in which the
+    ECMA-262 ``pattern`` matches somewhere."""
+    if not isinstance(pattern, str):
+        raise ConstrainedError(f"a pattern is a string, got {type(pattern).__name__}")
+    return _Translator(pattern).top()
+
+
+class _Translator:
+    """A recursive-descent reader of ECMA-262 pattern syntax (with Annex B's
+    literal ``{``, ``}`` and ``]``) that writes the Python equivalent."""
+
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+        self.pos = 0
+
+    def error(self, what: str) -> ConstrainedError:
+        return ConstrainedError(f"pattern {self.pattern!r} {what} (at offset {self.pos})")
+
+    def refuse(self, construct: str) -> ConstrainedError:
+        return self.error(f"uses {construct}, which an automaton cannot enforce exactly")
+
+    def peek(self, n: int = 1) -> str:
+        return self.pattern[self.pos : self.pos + n]
+
+    def take(self) -> str:
+        if self.pos >= len(self.pattern):
+            raise self.error("ends unexpectedly")
+        c = self.pattern[self.pos]
+        self.pos += 1
+        return c
+
+    def top(self) -> str:
+        alternatives = []
+        while True:
+            anchored_start = self.peek() == "^"
+            if anchored_start:
+                self.pos += 1
+            body, anchored_end = self.alternative(top=True)
+            alternatives.append(("" if anchored_start else ANY + "*") + body + ("" if anchored_end else ANY + "*"))
+            if self.pos == len(self.pattern):
+                return "|".join(f"(?:{a})" for a in alternatives)
+            if self.take() == ")":
+                raise self.error("has an unmatched ')'")
+
+    def disjunction(self) -> str:
+        alternatives = [self.alternative(top=False)[0]]
+        while self.peek() == "|":
+            self.pos += 1
+            alternatives.append(self.alternative(top=False)[0])
+        return "|".join(alternatives)
+
+    def alternative(self, top: bool) -> tuple[str, bool]:
+        """The terms up to ``|``, ``)`` or the end; and whether a ``$`` ends
+        it (allowed only last in a top-level alternative)."""
+        out = []
+        while self.pos < len(self.pattern) and self.peek() not in "|)":
+            if self.peek() == "$":
+                self.pos += 1
+                if top and (self.pos == len(self.pattern) or self.peek() == "|"):
+                    return "".join(out), True
+                raise self.refuse("'$' other than at the end of the pattern (or of a top-level alternative)")
+            if self.peek() == "^":
+                raise self.refuse("'^' other than at the start of the pattern (or of a top-level alternative)")
+            atom = self.atom()
+            out.append(atom + self.quantifier())
+        return "".join(out), False
+
+    def quantifier(self) -> str:
+        c = self.peek()
+        if c in ("*", "+", "?"):
+            self.pos += 1
+            q = c
+        elif c == "{" and (bounds := self.braces()) is not None:
+            low, high = bounds
+            q = f"{{{low}}}" if low == high else f"{{{low},{'' if high is None else high}}}"
+        else:
+            return ""
+        if self.peek() == "?":  # lazy: the same language
+            self.pos += 1
+        if self.peek() in ("*", "+", "?") or (self.peek() == "{" and self.braces(look=True) is not None):
+            raise self.error("has a quantifier with nothing to repeat")
+        return q
+
+    def braces(self, look: bool = False) -> tuple[int, int | None] | None:
+        """A ``{n}``, ``{n,}`` or ``{n,m}`` quantifier at the position, or None
+        (then ``{`` is a literal character, as in Annex B)."""
+        end = self.pattern.find("}", self.pos)
+        if end < 0:
+            return None
+        inside = self.pattern[self.pos + 1 : end]
+        low, comma, high = inside.partition(",")
+        if not low.isdigit() or not low.isascii() or (high and not (high.isdigit() and high.isascii())):
+            return None
+        if not look:
+            self.pos = end + 1
+        bounds = (int(low), None if comma and not high else int(high) if high else int(low))
+        if bounds[1] is not None and bounds[1] < bounds[0]:
+            raise self.error(f"has a quantifier {{{inside}}} whose bounds are out of order")
+        return bounds
+
+    def atom(self) -> str:
+        if self.peek() in ("*", "+", "?") or (self.peek() == "{" and self.braces(look=True) is not None):
+            raise self.error("has a quantifier with nothing to repeat")
+        c = self.take()
+        if c == ".":
+            return char_class(complement(_LINE_TERMINATORS))
+        if c == "(":
+            return self.group()
+        if c == "[":
+            return char_class(self.class_body())
+        if c == "\\":
+            return self.escape()
+        return char_class([(ord(c), ord(c))])
+
+    def group(self) -> str:
+        if self.peek() == "?":
+            self.pos += 1
+            kind = self.peek(2)
+            if kind[:1] == ":":
+                self.pos += 1
+            elif kind[:1] in "=!":
+                raise self.refuse("a lookahead")
+            elif kind in ("<=", "<!"):
+                raise self.refuse("a lookbehind")
+            elif kind[:1] == "<":
+                end = self.pattern.find(">", self.pos)
+                if end < 0:
+                    raise self.error("has an unterminated group name")
+                self.pos = end + 1
+            else:
+                raise self.error("has an invalid group '(?'")
+        inner = self.disjunction()
+        if self.peek() != ")":
+            raise self.error("has an unterminated group")
+        self.pos += 1
+        return f"(?:{inner})"
+
+    def escape(self) -> str:
+        c = self.peek()
+        if c in ("b", "B"):
+            raise self.refuse("a word boundary (\\b, \\B)")
+        if c.isdigit() and c != "0":
+            raise self.refuse("a backreference")
+        if c == "k" and self.peek(2) == "k<":
+            raise self.refuse("a backreference")
+        return char_class(self.class_escape(in_class=False))
+
+    def class_escape(self, in_class: bool) -> list[tuple[int, int]]:
+        """The code points of the escape after a backslash."""
+        c = self.take()
+        sets = {"d": _DIGIT, "w": _WORD, "s": _SPACE}
+        if c.lower() in sets:
+            ranges = sets[c.lower()]
+            return complement(ranges) if c.isupper() else list(ranges)
+        if c in _CONTROL_ESCAPES:
+            return [(_CONTROL_ESCAPES[c],) * 2]
+        if c == "b" and in_class:
+            return [(0x08, 0x08)]
+        if c == "0" and not self.peek().isdigit():
+            return [(0, 0)]
+        if c == "c":
+            letter = self.take()
+            if not ("a" <= letter.lower() <= "z"):
+                raise self.error("has an invalid control escape \\c")
+            return [(ord(letter) % 32,) * 2]
+        if c == "x":
+            return [(self.hex_digits(2),) * 2]
+        if c == "u":
+            return [(self.unicode_escape(),) * 2]
+        if c in ("p", "P"):
+            ranges = self.property()
+            return complement(ranges) if c == "P" else ranges
+        if c in _SYNTAX or c == "-" or not (c.isalnum() or c == "_"):
+            return [(ord(c), ord(c))]
+        raise self.error(f"has an invalid escape \\{c}")
+
+    def hex_digits(self, n: int) -> int:
+        digits = self.peek(n)
+        if len(digits) != n or any(d not in "0123456789abcdefABCDEF" for d in digits):
+            raise self.error(f"has an invalid escape: expected {n} hexadecimal digits")
+        self.pos += n
+        return int(digits, 16)
+
+    def unicode_escape(self) -> int:
+        if self.peek() == "{":
+            end = self.pattern.find("}", self.pos)
+            digits = self.pattern[self.pos + 1 : end] if end > 0 else ""
+            if not digits or any(d not in "0123456789abcdefABCDEF" for d in digits) or int(digits, 16) > MAX_CODE_POINT:
+                raise self.error("has an invalid escape \\u{...}")
+            self.pos = end + 1
+            return int(digits, 16)
+        code = self.hex_digits(4)
+        if 0xD800 <= code <= 0xDBFF and self.peek(2) == "\\u":
+            save = self.pos
+            self.pos += 2
+            try:
+                low = self.hex_digits(4)
+            except ConstrainedError:
+                low = -1
+            if 0xDC00 <= low <= 0xDFFF:
+                return 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+            self.pos = save
+        return code
+
+    def property(self) -> list[tuple[int, int]]:
+        if self.take() != "{":
+            raise self.error("has an invalid property escape: expected \\p{...}")
+        end = self.pattern.find("}", self.pos)
+        if end < 0:
+            raise self.error("has an unterminated property escape \\p{...}")
+        name = self.pattern[self.pos : end]
+        self.pos = end + 1
+        key, _, value = name.rpartition("=")
+        if key not in ("", "General_Category", "gc"):
+            raise self.error(f"uses the property escape \\p{{{name}}}: only general categories are supported")
+        category = _CATEGORY_NAMES.get(value, value)
+        if category == "LC":
+            return normalize(_category("Lu") + _category("Ll") + _category("Lt"))
+        if category not in set(_CATEGORY_NAMES.values()):
+            raise self.error(f"uses an unknown general category \\p{{{name}}}")
+        return list(_category(category))
+
+    def class_body(self) -> list[tuple[int, int]]:
+        """A character class after its ``[``, through its ``]``."""
+        negate = self.peek() == "^"
+        if negate:
+            self.pos += 1
+        ranges: list[tuple[int, int]] = []
+        while self.peek() != "]":
+            first = self.class_atom()
+            if self.peek() == "-" and self.peek(2)[1:] not in ("]", ""):
+                self.pos += 1
+                last = self.class_atom()
+                if not (_single(first) and _single(last)):
+                    ranges += first + [(0x2D, 0x2D)] + last  # Annex B: a class escape is no range end
+                elif last[0][0] < first[0][0]:
+                    raise self.error("has a character class range out of order")
+                else:
+                    ranges.append((first[0][0], last[0][0]))
+            else:
+                ranges += first
+        self.pos += 1
+        return complement(ranges) if negate else normalize(ranges)
+
+    def class_atom(self) -> list[tuple[int, int]]:
+        c = self.take()
+        if c == "\\":
+            return self.class_escape(in_class=True)
+        return [(ord(c), ord(c))]
+
+
+def _single(ranges) -> bool:
+    return len(ranges) == 1 and ranges[0][0] == ranges[0][1]

@@ -1,0 +1,307 @@
+"""JSON strings with lengths, ECMA-262 patterns, formats and literal values:
+every accepted text decodes (json.loads) to a string that satisfies the
+constraint, and every satisfying string is accepted as json.dumps writes it,
+with ensure_ascii on and off."""
+
+import json
+import re
+import string as ascii_strings
+from datetime import timedelta, timezone
+
+import pytest
+from hypothesis import assume, given, settings, strategies as st
+from hypothesis.provisional import domains, urls
+from jsonschema import Draft202012Validator
+
+from constrained import ConstrainedError
+from constrained.dfa import is_empty
+from constrained.json_strings import enum_strings, string, string_literal
+from dfa_members import members
+
+FORMAT_CHECKER = Draft202012Validator.FORMAT_CHECKER
+
+
+def spellings(s: str) -> list[bytes]:
+    """json.dumps both ways, and every UTF-16 code unit as an upper-case \\uXXXX."""
+    units = s.encode("utf-16-be")
+    escaped = "".join(f"\\u{int.from_bytes(units[i : i + 2], 'big'):04X}" for i in range(0, len(units), 2))
+    return [json.dumps(s).encode(), json.dumps(s, ensure_ascii=False).encode(), f'"{escaped}"'.encode()]
+
+
+def decode(text: bytes) -> str:
+    value = json.loads(text)
+    assert isinstance(value, str)
+    value.encode("utf-8")  # no lone surrogate
+    return value
+
+
+def valid(schema: dict, value: str) -> bool:
+    return Draft202012Validator({"type": "string", **schema}, format_checker=FORMAT_CHECKER).is_valid(value)
+
+
+# Strings over characters that exercise every kind of spelling.
+TRICKY = ["a", "b", "c", "A", "0", "5", "_", ".", " ", "é", "😀", "中", "\n", "\r", "\t", "\x00", "\x1f", "\x7f",
+          '"', "\\", "/", "\u2028", "\xa0", "\ufeff", "-"]  # fmt: skip
+tricky_text = st.text(alphabet=st.sampled_from(TRICKY), max_size=8)
+
+
+@given(text=st.text())
+def test_every_string_in_every_spelling(text):
+    dfa = string()
+    for spelled in spellings(text):
+        assert dfa.matches(spelled), spelled
+
+
+@given(data=st.data())
+def test_members_decode_to_strings(data):
+    decode(data.draw(members(string())))
+
+
+@given(data=st.data(), low=st.integers(0, 4), span=st.one_of(st.none(), st.integers(0, 4)), texts=st.lists(tricky_text, max_size=6))
+def test_lengths_count_code_points(data, low, span, texts):
+    high = None if span is None else low + span
+    dfa = string(min_length=low, max_length=high)
+    schema = {"minLength": low} | ({} if high is None else {"maxLength": high})
+    for text in texts:
+        for spelled in spellings(text):
+            assert dfa.matches(spelled) == valid(schema, text), (schema, spelled)
+    for _ in range(3):
+        assert valid(schema, decode(data.draw(members(dfa))))
+
+
+# ECMA-262 atoms next to the Python pattern they mean (on TRICKY strings, where
+# Python's re and ECMA agree once classes are spelled out).
+ECMA_SPACE = "[\t\n\v\f\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
+ATOMS = [
+    ("a", "a"), ("b", "b"), ("\\.", "\\."), ("é", "é"), ("\\u00e9", "é"), ("\\u{1F600}", "😀"), ("😀", "😀"),
+    ("\\uD83D\\uDE00", "😀"), ("\\n", "\n"), ('"', '"'), ("\\\\", "\\\\"), ("\\/", "/"), ("\\x41", "A"),
+    ("\\cJ", "\n"), ("[\\b]", "\x08"), ("\\t", "\t"), (".", "[^\n\r\u2028\u2029]"), ("\\d", "[0-9]"),
+    ("\\D", "[^0-9]"), ("\\w", "[A-Za-z0-9_]"), ("\\W", "[^A-Za-z0-9_]"), ("\\s", ECMA_SPACE),
+    ("\\S", "[^" + ECMA_SPACE[1:]), ("[a-c]", "[a-c]"), ("[^a]", "[^a]"), ("[^]", "[\\s\\S]"), ("[\\d.]", "[0-9.]"),
+    ("[\\w-]", "[A-Za-z0-9_-]"),
+]  # fmt: skip
+
+
+def _quantified(pairs):
+    quantifier = st.sampled_from(["", "", "*", "+", "?", "{2}", "{0,2}", "{1,}", "*?"])
+    return st.tuples(pairs, quantifier).map(lambda t: (f"(?:{t[0][0]}){t[1]}", f"(?:{t[0][1]}){t[1]}") if t[1] else t[0])
+
+
+def _combined(children):
+    lists = st.lists(children, min_size=1, max_size=3)
+    concat = lists.map(lambda xs: ("".join(x[0] for x in xs), "".join(x[1] for x in xs)))
+    group = st.sampled_from(["(", "(?:", "(?<name>"])
+    alternation = st.tuples(group, lists).map(
+        lambda t: (t[0] + "|".join(x[0] for x in t[1]) + ")", "(?:" + "|".join(x[1] for x in t[1]) + ")")
+    )
+    return _quantified(st.one_of(concat, alternation))
+
+
+ecma_patterns = st.tuples(
+    st.booleans(), st.recursive(_quantified(st.sampled_from(ATOMS)), _combined, max_leaves=5), st.booleans()
+).map(lambda t: (("^" if t[0] else "") + t[1][0] + ("$" if t[2] else ""), ("^" if t[0] else "") + t[1][1] + ("\\Z" if t[2] else "")))
+
+
+def compile_or_skip(**kw):
+    try:
+        return string(**kw)
+    except ConstrainedError as e:
+        assume("too complex" not in str(e))
+        raise
+
+
+@given(data=st.data(), pair=ecma_patterns, texts=st.lists(tricky_text, min_size=4, max_size=8))
+def test_patterns_match_anywhere_with_ecma_semantics(data, pair, texts):
+    ecma, python = pair
+    dfa = compile_or_skip(pattern=ecma)
+    for text in texts:
+        for spelled in spellings(text):
+            assert dfa.matches(spelled) == bool(re.search(python, text)), (ecma, spelled)
+    if not is_empty(dfa):
+        for _ in range(3):
+            text = decode(data.draw(members(dfa)))
+            assert re.search(python, text), (ecma, text)
+
+
+def test_pattern_with_lengths():
+    dfa = string(min_length=2, max_length=5, pattern="^[a-z]+\\d?$")
+    for text, ok in [("ab", True), ("abcd5", True), ("a", False), ("abcdef", False), ("ab55", False), ("Ab", False)]:
+        assert dfa.matches(json.dumps(text).encode()) == ok, text
+
+
+def test_ecma_specifics():
+    cases = [
+        ("a$", ["xa"], ["a\n", "ab"]),  # $ is the very end
+        ("^.$", ["x", "é", "😀"], ["\n", "\r", "\u2028", "\u2029", "ab"]),
+        ("^\\s$", ["\ufeff", "\u3000", "\xa0"], ["\x1c", "\x85", "a"]),
+        ("^\\w+$", ["a_Z9"], ["é"]),
+        ("^\\d+$", ["0123"], ["١"]),  # Arabic-Indic digit: Python's \d, not ECMA's
+        ("^[^]{2}$", ["\n\n"], ["a"]),
+        ("^[]$|b", ["b"], ["", "a"]),
+        ("^a{,2}$", ["a{,2}"], ["aa"]),  # not a quantifier: literal (Annex B)
+        ("^\\p{L}+$", ["aé中"], ["1", "_"]),
+        ("^\\P{L}$", ["1"], ["a"]),
+        ("^\\u{10FFFF}$", ["\U0010ffff"], []),
+        ("^(?<year>\\d{4})-x", ["2024-x"], ["2024-"]),
+    ]
+    for pattern, good, bad in cases:
+        dfa = string(pattern=pattern)
+        for text in good:
+            assert all(dfa.matches(s) for s in spellings(text)), (pattern, text)
+        for text in bad:
+            assert not any(dfa.matches(s) for s in spellings(text)), (pattern, text)
+
+
+# Formats: hand-picked valid and invalid values (RFCs), hypothesis-made valid
+# ones, and members checked by jsonschema's FormatChecker.
+FORMAT_CASES = {
+    "date": (["2024-02-29", "2000-02-29", "1999-12-31", "0001-01-01", "2023-04-30"],
+             ["2023-02-29", "1900-02-29", "2023-04-31", "2023-13-01", "0000-01-01", "2023-1-01", "20230101"]),
+    "time": (["12:30:00Z", "23:59:59.999+05:30", "00:00:00-23:59", "23:59:60Z", "23:59:60.5-00:00", "10:00:00z"],
+             ["24:00:00Z", "12:60:00Z", "12:00:00", "12:00:00+24:00", "22:59:60Z", "23:59:60+01:00", "1:00:00Z"]),
+    "date-time": (["2024-02-29T12:00:00Z", "1985-04-12T23:20:50.52Z", "1996-12-19T16:39:57-08:00", "2024-01-01t00:00:00z"],
+                  ["2024-02-30T12:00:00Z", "2024-01-01 12:00:00Z", "2024-01-01T12:00:00", "2024-01-01T25:00:00Z"]),
+    "duration": (["P1Y", "P1Y2M3DT4H5M6S", "PT0S", "P4W", "PT36H", "P1DT2H", "P0D", "PT1M30S"],
+                 ["P", "PT", "P1W2D", "P1D2Y", "PT1H2S", "1Y", "P1.5Y", "P1YT"]),
+    "email": (["joe@example.com", "a.b+c@x.io", '"joe bloggs"@example.com', "te~st@[127.0.0.1]", "x@[IPv6:::1]", "a@b"],
+              ["plain", "a..b@example.com", ".a@example.com", "a.@example.com", "a@-example.com", "a@example-.com", "@x"]),
+    "hostname": (["example.com", "a", "xn--bcher-kva.example", "a-b.c-d.e", "1.2.3.4", "a" * 63 + ".com"],
+                 ["-a.com", "a-.com", "a..b", "a_b.com", "a" * 64, "a.b.c.d.e", "example.com.", ""]),
+    "ipv4": (["0.0.0.0", "255.255.255.255", "192.168.1.10", "10.0.0.1"],
+             ["256.0.0.1", "01.2.3.4", "1.2.3", "1.2.3.4.5", "1.2.3.-4", " 1.2.3.4"]),
+    "ipv6": (["::", "::1", "1::", "2001:db8::8a2e:370:7334", "1:2:3:4:5:6:7:8", "::ffff:192.168.1.1",
+              "1:2:3:4:5:6:1.2.3.4", "1::2:3:4:5:6:7", "FE80::0202:B3FF:FE1E:8329"],
+             ["1:2:3:4:5:6:7:8:9", "1::2::3", ":::", "12345::", "1:2:3:4:5:6:7", "::1.2.3.256", "fe80::1%eth0",
+              "1:2:3:4:5:6:7::8", "1:2:3:4:5:6:7:1.2.3.4"]),
+    "uuid": (["123e4567-e89b-12d3-a456-426614174000", "00000000-0000-0000-0000-000000000000", "ABCDEF00-1234-5678-9ABC-DEF012345678"],
+             ["123e4567e89b12d3a456426614174000", "123e4567-e89b-12d3-a456-42661417400", "g23e4567-e89b-12d3-a456-426614174000"]),
+    "uri": (["http://example.com/a?b=c#d", "urn:isbn:0451450523", "mailto:a@b.c", "http://[::1]:80/", "a:", "f://h/%20"],
+            ["//example.com", "/path", "http://ex ample.com", "1http://x", "http://x/%zz", "http://[::g]/"]),
+    "uri-reference": (["//example.com/x", "/path?q", "", "../a", "#frag", "http://x.y/"],
+                      ["http://x y", "%zz", "\\\\server", "a b"]),
+    "iri": (["http://例え.jp/パス", "http://ex.com/é?q=ü"], ["http://ex com", "/relative"]),
+    "iri-reference": (["/パス", "é#ü"], ["a b", "%g0"]),
+    "json-pointer": (["", "/", "/a/b", "/a~0b~1c", "/ /é"], ["a", "/~2", "/~", "#/a"]),
+    "relative-json-pointer": (["0", "1/a", "12#", "0/"], ["-1", "/a", "01", "1#/"]),
+    "uri-template": (["http://example.com/{id}", "{+path}/here", "{?x,y}", "/a/{b:3}/{c*}"], ["{", "{}", "{a b}", "}"]),
+}  # fmt: skip
+
+# Where jsonschema's checker is stricter than the format (it refuses every
+# leap second), or has no opinion (uri-template's checker is lax, so is email's).
+CHECKER_EXCEPTIONS = {"time": lambda s: ":60" in s, "date-time": lambda s: ":60" in s}
+
+
+@pytest.mark.parametrize("format", sorted(FORMAT_CASES))
+def test_formats_on_chosen_values(format):
+    dfa = string(format=format)
+    good, bad = FORMAT_CASES[format]
+    for text in good:
+        assert all(dfa.matches(s) for s in spellings(text)), (format, text)
+    for text in bad:
+        assert not any(dfa.matches(s) for s in spellings(text)), (format, text)
+
+
+@pytest.mark.parametrize("format", sorted(FORMAT_CASES))
+@settings(max_examples=8)  # 16 formats: the suite's time budget
+@given(data=st.data())
+def test_format_members_pass_the_checker(format, data):
+    dfa = string(format=format)
+    for _ in range(5):
+        text = decode(data.draw(members(dfa, max_size=60)))
+        if not CHECKER_EXCEPTIONS.get(format, lambda s: False)(text):
+            assert valid({"format": format}, text), (format, text)
+
+
+_hex = st.text("0123456789abcdefABCDEF", min_size=1, max_size=4)
+_n = st.integers(0, 999).map(str)
+GENERATED = {
+    "date": st.dates().map(lambda d: d.isoformat()),
+    "date-time": st.datetimes(timezones=st.integers(-1439, 1439).map(lambda m: timezone(timedelta(minutes=m)))).map(
+        lambda d: d.isoformat()
+    ),
+    "time": st.times().map(lambda t: t.isoformat() + "Z"),
+    "ipv4": st.ip_addresses(v=4).map(str),
+    "ipv6": st.ip_addresses(v=6).flatmap(lambda a: st.sampled_from([str(a), a.exploded, a.exploded.upper()])),
+    "uuid": st.uuids().flatmap(lambda u: st.sampled_from([str(u), str(u).upper()])),
+    "hostname": domains(max_length=120, max_element_length=40).filter(lambda d: d.count(".") < 4),
+    "uri": urls(),
+    "uri-reference": urls().map(lambda u: u.split(":", 1)[1]),
+    "email": st.tuples(st.text(ascii_strings.ascii_letters + "0123456789!#$%&'*+/=?^_`{|}~-", min_size=1, max_size=8),
+                       domains(max_length=40)).map("@".join),
+    "duration": st.tuples(_n, _n, _n, _n, _n, _n).map(lambda t: "P{}Y{}M{}DT{}H{}M{}S".format(*t)),
+    "json-pointer": st.lists(st.text(max_size=4)).map(lambda parts: "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("format", sorted(GENERATED))
+@given(data=st.data())
+def test_generated_values_of_formats_are_accepted(format, data):
+    dfa = string(format=format)
+    value = data.draw(GENERATED[format])
+    assert valid({"format": format}, value), value
+    for spelled in spellings(value):
+        assert dfa.matches(spelled), (format, spelled)
+
+
+@given(values=st.lists(st.text(max_size=6).filter(lambda s: not any(0xD800 <= ord(c) <= 0xDFFF for c in s)), min_size=1, max_size=5), other=st.text(max_size=6))
+def test_literals_in_every_spelling(values, other):
+    dfa = enum_strings(values)
+    for value in values:
+        assert all(dfa.matches(s) for s in spellings(value))
+    assert any(dfa.matches(s) for s in spellings(other)) == (other in values)
+    assert string_literal(values[0]).matches(json.dumps(values[0]).encode())
+
+
+def test_long_strings_and_their_limit():
+    dfa = string(max_length=800)
+    assert dfa.matches(json.dumps("é" * 800).encode()) and not dfa.matches(json.dumps("a" * 801).encode())
+    with pytest.raises(ConstrainedError, match="lower maxLength"):
+        string(max_length=5000)
+
+
+def test_contradictions_are_empty():
+    assert is_empty(string(min_length=3, max_length=2))
+    assert is_empty(string(pattern="^a$", min_length=2))
+    assert is_empty(string(pattern="[]"))
+    assert is_empty(enum_strings([]))
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"pattern": "a(?=b)"}, "uses a lookahead"),
+        ({"pattern": "(?<!a)b"}, "uses a lookbehind"),
+        ({"pattern": "(a)\\1"}, "uses a backreference"),
+        ({"pattern": "(?<n>a)\\k<n>"}, "uses a backreference"),
+        ({"pattern": "\\bword"}, "uses a word boundary"),
+        ({"pattern": "a^b"}, "'^' other than at the start"),
+        ({"pattern": "a$b"}, "'$' other than at the end"),
+        ({"pattern": "(a$)"}, "'$' other than at the end"),
+        ({"pattern": "a)"}, "unmatched ')'"),
+        ({"pattern": "(a"}, "unterminated group"),
+        ({"pattern": "[a"}, "ends unexpectedly"),
+        ({"pattern": "*a"}, "nothing to repeat"),
+        ({"pattern": "a**"}, "nothing to repeat"),
+        ({"pattern": "a{3,1}"}, "out of order"),
+        ({"pattern": "[z-a]"}, "range out of order"),
+        ({"pattern": "\\a"}, "invalid escape \\a"),
+        ({"pattern": "\\u12"}, "expected 4 hexadecimal digits"),
+        ({"pattern": "\\p{Script=Greek}"}, "only general categories"),
+        ({"pattern": "\\p{Foo}"}, "unknown general category"),
+        ({"pattern": 5}, "a pattern is a string"),
+        ({"pattern": "(a|b)*a(a|b|c){12}"}, "too complex"),
+        ({"format": "regex"}, "format 'regex' cannot be enforced"),
+        ({"format": "idn-hostname"}, "cannot be enforced"),
+        ({"format": "color"}, "unknown format 'color'; the supported formats are: date"),
+        ({"min_length": -1}, "minLength must be a non-negative integer"),
+        ({"max_length": 1.5}, "maxLength must be a non-negative integer"),
+    ],
+)
+def test_bad_constraints(kw, message):
+    with pytest.raises(ConstrainedError, match=re.escape(message)):
+        string(**kw)
+
+
+def test_lone_surrogates_are_refused():
+    with pytest.raises(ConstrainedError, match="lone surrogate"):
+        string_literal("\ud800")
