@@ -36,8 +36,11 @@ from pathlib import Path
 
 import numpy as np
 
-from common import ROOT, log, machine, summary_us, table, versions, write_results
-from schema_engines import ENGINE_NAMES, check, start_worker, unavailable
+from common import ROOT, log, machine, summary_us, table, us, versions, write_results
+from schema_engines import ENGINE_NAMES, VOCAB, check, start_worker, tokenize, unavailable
+
+import constrained  # noqa: E402  (common puts the repository on sys.path)
+from constrained import models  # noqa: E402
 
 HEADING = "## JSON Schema: MaskBench (issue 4)"
 DEFAULT_CORPUS = ROOT.parent / "shared" / "corpora" / "maskbench-dev.tar.xz"
@@ -120,16 +123,23 @@ class Workers:
             worker.close()
 
 
-def bench_schema(workers, doc, args) -> dict:
+def instances(doc, tok, vocab) -> list[dict]:
+    """The schema's tests with their "text" (json.dumps defaults) and "tokens"
+    (None when the tokenizer cannot spell the text exactly)."""
+    tests = doc.get("tests") or []
+    texts = [json.dumps(t["data"]) for t in tests]
+    return [{"valid": t["valid"], "text": text, "tokens": tokens}
+            for t, text, tokens in zip(tests, texts, tokenize(tok, vocab, texts))]
+
+
+def bench_schema(workers, schema, tests, vocab, args) -> dict:
     """engine -> the schema's record: "status", "error" (compile error, timeout,
     crashed), "ttfm_s", "times" (ns per step), "valid" / "invalid" (instances),
     "rejected" (valid instances refused), "accepted" (invalid instances let
     through) and "untokenizable" (instances the tokenizer cannot spell exactly)."""
-    tests = doc.get("tests") or []
-    texts = [json.dumps(t["data"]) for t in tests]
     records = {}
     for name, worker in workers.get().items():
-        result = check(worker, doc["schema"], texts, args.compile_timeout, args.run_timeout)
+        result = check(worker, schema, [t["tokens"] for t in tests], args.compile_timeout, args.run_timeout)
         record = {"status": result["status"], "valid": 0, "invalid": 0, "rejected": [], "accepted": [],
                   "untokenizable": 0, "times": []}
         for key in ("error", "ttfm_s"):
@@ -142,21 +152,22 @@ def bench_schema(workers, doc, args) -> dict:
             record["times"] += run["times"]
             record["valid" if test["valid"] else "invalid"] += 1
             if test["valid"] and not run["accepted"]:
-                record["rejected"].append(where(i, texts[i], run))
+                record["rejected"].append(where(i, test, run, vocab))
             elif not test["valid"] and run["accepted"]:
-                record["accepted"].append({"test": i, "text": texts[i][:200]})
+                record["accepted"].append({"test": i, "text": test["text"][:200]})
         record["status"] = classify(record)
         records[name] = record
     return records
 
 
-def where(i, text, run) -> dict:
-    """Where a valid instance was refused: the text around the refused token."""
+def where(i, test, run, vocab) -> dict:
+    """Where a valid instance was refused: the text before the refused token, and that token."""
     if "refused_at" not in run:
-        return {"test": i, "at": "end (not accepting)", "context": text[-60:]}
-    offset = run["offset"]  # json.dumps's output is ASCII: bytes and characters line up
-    return {"test": i, "at": f"token {run['refused_at']}",
-            "context": f"{text[max(0, offset - 60):offset]}⟨{run['token'].decode(errors='replace')}⟩"}
+        return {"test": i, "at": "end (not accepting)", "context": test["text"][-60:]}
+    step = run["refused_at"]
+    before = b"".join(vocab.tokens[t] for t in test["tokens"][:step]).decode(errors="replace")
+    token = vocab.tokens[test["tokens"][step]].decode(errors="replace")
+    return {"test": i, "at": f"token {step}", "context": f"{before[-60:]}⟨{token}⟩"}
 
 
 def classify(record) -> str:
@@ -173,6 +184,9 @@ def classify(record) -> str:
 
 def run(entries, engines, args) -> dict:
     """name -> engine -> record, running ``args.jobs`` schemas at a time."""
+    tok = models.tokenizer(VOCAB)
+    vocab = constrained.vocabulary(tok)
+    tests = {name: instances(doc, tok, vocab) for name, doc in entries}  # here: the tokenizer is not thread-safe
     workers = Workers(engines)
     records = {}
     tally = {name: Counter() for name in engines}
@@ -181,7 +195,7 @@ def run(entries, engines, args) -> dict:
 
     def one(entry):
         name, doc = entry
-        result = bench_schema(workers, doc, args)
+        result = bench_schema(workers, doc["schema"], tests[name], vocab, args)
         with lock:
             records[name] = result
             for engine, record in result.items():
@@ -264,10 +278,6 @@ def results_of(records, engines, entries) -> dict:
 
 
 # ---------------------------------------------------------------- markdown
-
-
-def us(x):
-    return "—" if x is None else f"{x:.1f}" if x < 100 else f"{x:.0f}"
 
 
 def pct(part, whole):
@@ -370,8 +380,12 @@ def targets_markdown(s) -> str:
             rows.append([key, f"{op} {target} {unit}", "—", "—"])
             continue
         met = value >= target if op == ">=" else value <= target
-        shown = (f"{100 * value:.1f} %", f"{100 * target:.0f} %") if unit == "%" else (f"{us(value)} {unit}".strip(),
-                                                                                       f"{target} {unit}".strip())
+        if unit == "%":
+            shown = f"{100 * value:.1f} %", f"{100 * target:.0f} %"
+        elif unit:
+            shown = f"{us(value)} {unit}", f"{target} {unit}"
+        else:
+            shown = str(value), str(target)
         rows.append([key, f"{op.replace('>=', '≥').replace('<=', '≤')} {shown[1]}", shown[0], "yes" if met else "**no**"])
     return table(["target", "target value", "ours", "met?"], rows)
 

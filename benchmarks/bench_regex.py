@@ -29,14 +29,13 @@ import tempfile
 import time
 import zlib
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 
 import numpy as np
-import psutil
 
-from common import (ROOT, LLGuidanceMatcher, OursMatcher, Rejected, Worker, WorkerError, answer, llguidance_tokenizer,
-                    log, machine, replace_section, summary_us, table, versions)
+from common import (ROOT, draws, exact_tokens, log, machine, median_run, mib, ms, replace_section, short_error,
+                    summary_us, table, us, versions)
+from engines import EngineError, Worker, ascii_classes, compare, time_compiles
 
 import constrained  # noqa: E402  (common puts the repository on sys.path)
 import mlx.core as mx  # noqa: E402
@@ -47,7 +46,6 @@ HEADING = "## Regular expressions (issue 2)"
 ENGINE_NAMES = ("ours", "llguidance", "xgrammar", "outlines-core")
 PACKAGES = ("numpy", "mlx", "mlx-lm", "tokenizers", "llguidance", "xgrammar", "torch", "outlines-core")
 
-SETUP_TIMEOUT = 600.0  # s: start a worker (load the tokenizer, build the engine's vocabulary)
 COMPILE_TIMEOUT = 30.0  # s: one compile and first mask
 RUN_TIMEOUT = 900.0  # s: the --repeat per-token runs of one regex, each with a fresh compile
 CHECK_TIMEOUT = 300.0  # s: collecting the masks of one regex's sequences
@@ -57,7 +55,6 @@ HYPOTHESIS_DRAWS = 6  # strings of the language per regex, besides the hand-writ
 RANDOM_WALKS = 5  # random walks under our mask per regex
 WALK_TOKENS = 64
 APPLY_RUNS = 2000
-MAX_EXAMPLES = 3  # differing steps shown per regex and peer
 SEED = 2
 
 TARGETS = {  # issue 2, Llama 3 (128k vocabulary)
@@ -123,49 +120,14 @@ CASES = [
     Case("ab_suffix", r"(a|b)*a(a|b){10}", ["bbba" + "b" * 10, "a" * 11]),  # 2048 DFA states
 ]
 
-_ASCII = {"d": "0-9", "w": "0-9A-Za-z_", "s": r" \t\n\r\f\v"}
-
-
-def ascii_classes(pattern: str) -> str:
-    r"""``pattern`` with ``\d``, ``\w`` and ``\s`` spelled out as ASCII classes: we read
-    them as re.ASCII does, the peers and hypothesis as Unicode classes."""
-    out, in_class, i = [], False, 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            escape = pattern[i + 1]
-            if escape in _ASCII:
-                out.append(_ASCII[escape] if in_class else f"[{_ASCII[escape]}]")
-            else:
-                out.append(c + escape)
-            i += 2
-            continue
-        if c == "[":
-            in_class = True
-        elif c == "]":
-            in_class = False
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
 # ---------------------------------------------------------------- token sequences
 
 
 def language_strings(case: Case) -> list[str]:
-    """The hand-written examples, then strings hypothesis draws (derandomized, so
-    the same on every run)."""
-    from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+    """The hand-written examples, then strings hypothesis draws."""
+    from hypothesis import strategies as st
 
-    drawn = []
-
-    @settings(max_examples=HYPOTHESIS_DRAWS, derandomize=True, database=None, deadline=None,
-              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(st.from_regex(re.compile(ascii_classes(case.pattern)), fullmatch=True))
-    def draw(s):
-        drawn.append(s)
-
-    draw()
+    drawn = draws(st.from_regex(re.compile(ascii_classes(case.pattern)), fullmatch=True), HYPOTHESIS_DRAWS)
     return list(dict.fromkeys([*case.examples, *drawn]))
 
 
@@ -182,12 +144,8 @@ def token_sequences(case: Case, tok, vocab) -> tuple[list[list[int]], int]:
     eos = min(vocab.eos_ids)
     sequences = []
     for s in language_strings(case):
-        try:
-            data = s.encode()
-        except UnicodeEncodeError:  # a lone surrogate
-            continue
-        ids = list(tok._tokenizer.encode(s, add_special_tokens=False))
-        if b"".join(vocab.tokens[t] for t in ids) == data and matcher.accepts([*ids, eos]):
+        ids = exact_tokens(tok, vocab, s)
+        if ids is not None and matcher.accepts([*ids, eos]):
             sequences.append([*ids, eos])
     from_strings = len(sequences)
     rng = np.random.default_rng([SEED, zlib.crc32(case.name.encode())])
@@ -202,242 +160,7 @@ def token_sequences(case: Case, tok, vocab) -> tuple[list[list[int]], int]:
     return sequences, from_strings
 
 
-# ---------------------------------------------------------------- engines
-# Each engine: Engine(tok, vocab) prepares the vocabulary; compile(pattern) returns
-# a matcher factory; memory(factory) is the compiled regex's size in bytes, or None
-# (then the worker reports its RSS growth). Matchers: see Rejected in common.py.
-
-
-class Ours:
-    memory_kind = "index arrays + cached masks"
-
-    def __init__(self, tok, vocab):
-        self.tok = tok
-        vocab.trie, vocab.spells_every_byte  # the per-vocabulary work, normally from the disk cache
-
-    def compile(self, pattern):
-        from_regex.cache_clear()  # and a new Constraint, whose index is not cached yet
-        constraint = constrained.Constraint(from_regex(pattern), pattern)
-        constraint.index(self.tok)
-        return partial(OursMatcher, constraint, self.tok)
-
-    @staticmethod
-    def memory(factory):
-        constraint, tok = factory.args
-        index = constraint.index(tok)
-        arrays = [a for a in vars(index).values() if isinstance(a, np.ndarray)]
-        arrays += [index.dfa.transitions, index.dfa.accepting]
-        arrays += [m for m in index._masks if m is not None]
-        return sum(a.nbytes for a in arrays) + sum(v.nbytes for _, v in index.bias_cache.values())
-
-
-class LLGuidance:
-    memory_kind = "RSS growth"
-
-    def __init__(self, tok, vocab):
-        self.tokenizer = llguidance_tokenizer(tok, vocab)
-        self.words = (vocab.size + 31) // 32
-
-    def compile(self, pattern):
-        from llguidance import LLMatcher
-
-        matcher = LLMatcher(self.tokenizer, LLMatcher.grammar_from_regex(ascii_classes(pattern)), log_level=0)
-        if matcher.is_error():
-            raise ValueError(matcher.get_error())
-        return partial(LLGuidanceMatcher, matcher, self.words)
-
-    @staticmethod
-    def memory(factory):
-        return None
-
-
-class XGrammar:
-    memory_kind = "CompiledGrammar.memory_size_bytes"
-
-    def __init__(self, tok, vocab):
-        import xgrammar
-
-        info = xgrammar.TokenizerInfo.from_huggingface(
-            tok._tokenizer, vocab_size=vocab.size, stop_token_ids=sorted(vocab.eos_ids))
-        self.compiler = xgrammar.GrammarCompiler(info, cache_enabled=False)
-
-    def compile(self, pattern):
-        return partial(XGrammarMatcher, self.compiler.compile_regex(ascii_classes(pattern)))
-
-    @staticmethod
-    def memory(factory):
-        return factory.args[0].memory_size_bytes
-
-
-class XGrammarMatcher:
-    def __init__(self, compiled):
-        import xgrammar
-
-        self.matcher = xgrammar.GrammarMatcher(compiled)
-        self.bitmask = xgrammar.allocate_token_bitmask(1, compiled.tokenizer_info.vocab_size)
-        self.words = self.bitmask.numpy()[0].view(np.uint32)
-
-    def mask(self):
-        self.matcher.fill_next_token_bitmask(self.bitmask)
-        return self.words
-
-    def advance(self, token):
-        if not self.matcher.accept_token(token):
-            raise Rejected(f"accept_token({token}) returned False")
-
-
-class OutlinesCore:
-    """outlines-core's Vocabulary is built from our token bytes (its own loader
-    needs the Hugging Face hub): its preprocessing time excludes reading them."""
-
-    memory_kind = "RSS growth"
-
-    def __init__(self, tok, vocab):
-        import outlines_core
-
-        if len(vocab.eos_ids) != 1:
-            raise ValueError(f"outlines-core takes one EOS id, this vocabulary has {sorted(vocab.eos_ids)}")
-        (self.eos,) = vocab.eos_ids
-        tokens = {}
-        for i, t in enumerate(vocab.tokens):
-            if t and i != self.eos:
-                tokens.setdefault(t, []).append(i)
-        self.vocabulary = outlines_core.Vocabulary(self.eos, tokens)
-        self.words = (vocab.size + 31) // 32
-
-    def compile(self, pattern):
-        import outlines_core
-
-        index = outlines_core.Index(ascii_classes(pattern), self.vocabulary)
-        return partial(OutlinesMatcher, index, self.words, self.eos)
-
-    @staticmethod
-    def memory(factory):
-        return None
-
-
-class OutlinesMatcher:
-    def __init__(self, index, words, eos):
-        import outlines_core
-
-        self.guide = outlines_core.Guide(index)
-        self.eos = eos
-        self.words = np.zeros(words, dtype=np.uint32)
-        self.pointer = self.words.ctypes.data
-
-    def mask(self):
-        self.guide.write_mask_into(self.pointer, len(self.words), 4)
-        return self.words
-
-    def advance(self, token):
-        if token == self.eos:  # the Guide has no transition on EOS: generation stops there
-            if not self.guide.is_finished():
-                raise Rejected(f"EOS ({token}) outside a final state")
-            return
-        try:
-            self.guide.advance(token, return_tokens=False)
-        except ValueError as e:
-            raise Rejected(str(e)) from None
-
-
-ENGINES = {"ours": Ours, "llguidance": LLGuidance, "xgrammar": XGrammar, "outlines-core": OutlinesCore}
-
-
-# ---------------------------------------------------------------- the worker process
-
-
-def serve(conn, engine_name, vocab_name, setup_runs):
-    """A worker: build one engine for one tokenizer (timing it), then answer
-    requests (kind, *args) until None."""
-    try:
-        tok = models.tokenizer(vocab_name)
-        vocab = constrained.vocabulary(tok)
-        setup = []
-        for _ in range(setup_runs):
-            gc.collect()
-            start = time.perf_counter()
-            engine = ENGINES[engine_name](tok, vocab)
-            setup.append(time.perf_counter() - start)
-    except Exception as e:
-        conn.send(("error", f"{type(e).__name__}: {e}"))
-        return
-    conn.send(("ok", setup))
-    state = {"engine": engine, "vocab": vocab, "factory": None}
-    answer(conn, HANDLERS, state)
-
-
-def handle_compile(state, pattern):
-    """(compile s, time to first mask s) of one fresh compile."""
-    state["factory"] = None
-    gc.collect()
-    start = time.perf_counter()
-    factory = state["engine"].compile(pattern)
-    compiled = time.perf_counter()
-    factory().mask()
-    return compiled - start, time.perf_counter() - start
-
-
-def handle_run(state, pattern, sequences, repeat):
-    """Per-token times (ns) of ``repeat`` runs over the sequences, each run with a
-    fresh compile whose matchers follow the sequences one after the other; the
-    memory of the compiled regex after the last run."""
-    engine = state["engine"]
-    runs = []
-    for r in range(repeat):
-        state["factory"] = None
-        gc.collect()
-        rss_before = psutil.Process().memory_info().rss
-        factory = state["factory"] = engine.compile(pattern)
-        times, rejected = step_times(factory, sequences)
-        if r == 0:
-            rss_growth = psutil.Process().memory_info().rss - rss_before
-        runs.append(times)
-    memory = engine.memory(factory)
-    return {
-        "runs": runs,
-        "rejected": rejected,
-        "memory": memory if memory is not None else rss_growth,
-        "memory_kind": engine.memory_kind,
-    }
-
-
-def step_times(factory, sequences):
-    """ns of mask + advance at every step; (sequence, token, error) where a token was refused."""
-    times, rejected = [], []
-    gc.disable()
-    try:
-        for i, sequence in enumerate(sequences):
-            matcher = factory()
-            for token in sequence:
-                start = time.perf_counter_ns()
-                matcher.mask()
-                try:
-                    matcher.advance(token)
-                except Rejected as e:
-                    rejected.append((i, token, str(e)))
-                    break
-                times.append(time.perf_counter_ns() - start)
-    finally:
-        gc.enable()
-    return np.array(times, dtype=np.int64), rejected
-
-
-def handle_check(state, sequences):
-    """For each sequence, the masks at each step (uint32 words) and the error that
-    cut it short, if a token was refused."""
-    out = []
-    for sequence in sequences:
-        matcher = state["factory"]()
-        masks, rejected = [], None
-        for token in sequence:
-            masks.append(matcher.mask().copy())
-            try:
-                matcher.advance(token)
-            except Rejected as e:
-                rejected = str(e)
-                break
-        out.append((np.array(masks).reshape(len(masks), -1), rejected))
-    return out
+# ---------------------------------------------------------------- our own measurements, in our worker
 
 
 def handle_processor(state, sequences):
@@ -486,13 +209,7 @@ def handle_apply(state, runs):
     return {"width": width, "add": summary_us(add), "where": summary_us(where)}
 
 
-HANDLERS = {
-    "compile": handle_compile,
-    "run": handle_run,
-    "check": handle_check,
-    "processor": handle_processor,
-    "apply": handle_apply,
-}
+OURS_HANDLERS = {"processor": handle_processor, "apply": handle_apply}
 
 
 # ---------------------------------------------------------------- the benchmark
@@ -522,21 +239,6 @@ def ours_preprocessing(vocab_name, repeat):
     return out
 
 
-def time_compiles(worker, pattern):
-    compile_s, first_mask_s = [], []
-    while len(compile_s) < COMPILE_RUNS and sum(first_mask_s) < COMPILE_BUDGET:
-        c, f = worker.call(COMPILE_TIMEOUT, "compile", pattern)
-        compile_s.append(c)
-        first_mask_s.append(f)
-    return {"compile_s": compile_s, "first_mask_s": first_mask_s}
-
-
-def median_run(runs):
-    """The run whose mean is the median of the runs' means."""
-    means = [r.mean() if len(r) else 0.0 for r in runs]
-    return runs[int(np.argsort(means)[len(means) // 2])]
-
-
 def bench_case(case, sequences, from_strings, workers, repeat, tok, vocab):
     """One regex on every engine. Returns its results and the raw per-token runs
     (and our processor calls), which are aggregated over the regexes."""
@@ -552,107 +254,28 @@ def bench_case(case, sequences, from_strings, workers, repeat, tok, vocab):
     raw = {}
     ours_masks = None
     constraint = constrained.regex(case.pattern)
+    language = ("regex", case.pattern)
     for name, worker in workers.items():
         r = result["engines"][name] = {}
         try:
-            r.update(time_compiles(worker, case.pattern))
-            run = worker.call(RUN_TIMEOUT, "run", case.pattern, sequences, repeat)
+            r.update(time_compiles(worker, language, COMPILE_TIMEOUT, COMPILE_RUNS, COMPILE_BUDGET))
+            run = worker.call(RUN_TIMEOUT, "run", language, sequences, repeat)
             raw[name] = run["runs"]
             r["per_token_us"] = summary_us(median_run(run["runs"]))
             r["run_means_us"] = [float(x.mean() / 1e3) if len(x) else None for x in run["runs"]]
             r["memory_bytes"], r["memory_kind"] = int(run["memory"]), run["memory_kind"]
-            r["rejected"] = [{"sequence": i, "token": t, "error": e} for i, t, e in run["rejected"]]
+            r["rejected"] = [{"sequence": i, "step": k, "token": t, "error": e} for i, k, t, e in run["rejected"]]
+            r["mask_misses"] = [{"sequence": i, "step": k, "token": t} for i, k, t in run["mask_misses"]]
             masks = worker.call(CHECK_TIMEOUT, "check", sequences)
             if name == "ours":
                 ours_masks = masks
                 raw["processor"] = worker.call(CHECK_TIMEOUT, "processor", sequences)
             elif ours_masks is not None:
                 result["crosscheck"][name] = compare(ours_masks, masks, sequences, constraint, tok, vocab)
-        except WorkerError as e:
+        except EngineError as e:
             r["error"] = str(e)
             log(f"  {name}: {e}")
     return result, raw
-
-
-def unpack(words, size):
-    return np.unpackbits(words.view(np.uint8), bitorder="little")[:size].astype(bool)
-
-
-def token_kind(vocab, t):
-    """EOS, special (no bytes), partial UTF-8 or text."""
-    data = vocab.tokens[t]
-    if t in vocab.eos_ids:
-        return "EOS"
-    if not data:
-        return "special (no bytes)"
-    try:
-        data.decode()
-        return "text"
-    except UnicodeDecodeError:
-        return "partial UTF-8"
-
-
-def show_tokens(tok, vocab, ids, limit=5):
-    """Token ids with their bytes, or their name for those without bytes."""
-    return [f"{t} {vocab.tokens[t]!r}" if vocab.tokens[t] else f"{t} {tok._tokenizer.convert_ids_to_tokens(int(t))}"
-            for t in ids[:limit]]
-
-
-def forced_after(constraint, tok, tokens):
-    """Whether our output is forced after ``tokens``: one byte string must come next."""
-    matcher = constraint.matcher(tok)
-    for t in tokens:
-        matcher.advance(t)
-    return bool(matcher.forced())
-
-
-def compare(ours, peer, sequences, constraint, tok, vocab):
-    """Where a peer's allowed tokens differ from ours, step by step (and how many
-    of those steps are where our output is forced), and the tokens of the
-    sequences it refused."""
-    steps = differing_steps = forced_steps = 0
-    ours_only, peer_only = set(), set()
-    examples, rejections = [], []
-    for i, ((mine, _), (theirs, rejected)) in enumerate(zip(ours, peer)):
-        n = min(len(mine), len(theirs))
-        steps += n
-        for k in np.flatnonzero((mine[:n] != theirs[:n]).any(axis=1)):
-            a, b = unpack(mine[k], vocab.size), unpack(theirs[k], vocab.size)
-            only_a, only_b = np.flatnonzero(a & ~b), np.flatnonzero(b & ~a)
-            if not (len(only_a) or len(only_b)):
-                continue  # padding bits past the vocabulary
-            differing_steps += 1
-            forced_steps += forced_after(constraint, tok, sequences[i][:k])
-            ours_only.update(only_a.tolist())
-            peer_only.update(only_b.tolist())
-            if len(examples) < MAX_EXAMPLES:
-                examples.append({
-                    "sequence": i, "step": int(k),
-                    "after": b"".join(vocab.tokens[t] for t in sequences[i][:k]).decode(errors="replace"),
-                    "ours_only": {"count": len(only_a), "tokens": show_tokens(tok, vocab, only_a)},
-                    "peer_only": {"count": len(only_b), "tokens": show_tokens(tok, vocab, only_b)},
-                })
-        if rejected is not None:
-            k = len(theirs) - 1
-            token = sequences[i][k]
-            rejections.append({"sequence": i, "step": k, "token": show_tokens(tok, vocab, [token])[0],
-                               "error": rejected[:200]})
-    kinds = {}  # side -> kind of token -> how many distinct tokens, and a few of them
-    for side, ids in (("ours_only", ours_only), ("peer_only", peer_only)):
-        by_kind = {}
-        for t in sorted(ids):
-            by_kind.setdefault(token_kind(vocab, t), []).append(t)
-        kinds[side] = {k: {"count": len(v), "sample": show_tokens(tok, vocab, v, 4)} for k, v in by_kind.items()}
-    return {
-        "steps": steps,
-        "differing_steps": differing_steps,
-        "forced_steps": forced_steps,
-        "ours_only_tokens": len(ours_only),
-        "peer_only_tokens": len(peer_only),
-        "kinds": kinds,
-        "examples": examples,
-        "rejections": rejections,
-    }
 
 
 def bench_vocab(vocab_name, cases, engine_names, repeat):
@@ -672,8 +295,9 @@ def bench_vocab(vocab_name, cases, engine_names, repeat):
     for name in engine_names:
         log(f"{vocab_name}: starting {name}")
         try:
-            workers[name] = Worker(serve, (name, vocab_name, 1 if name == "ours" else repeat), SETUP_TIMEOUT)
-        except WorkerError as e:
+            workers[name] = Worker(name, vocab_name, 1 if name == "ours" else repeat,
+                                   OURS_HANDLERS if name == "ours" else None)
+        except EngineError as e:
             result["unavailable"][name] = str(e)
             log(f"  {name} n/a: {e}")
             continue
@@ -713,22 +337,6 @@ def aggregate(raw, engine_names, repeat):
 
 
 # ---------------------------------------------------------------- report
-
-
-def ms(seconds):
-    return "—" if seconds is None else f"{seconds * 1e3:.1f}" if seconds < 10 else f"{seconds * 1e3:.0f}"
-
-
-def us(micro):
-    return "—" if micro is None else f"{micro:.1f}" if micro < 100 else f"{micro:.0f}"
-
-
-def mib(n):
-    return "—" if n is None else f"{n / 2**20:.2f}"
-
-
-def short_error(message):
-    return "timeout" if message.startswith("timed out") else "crash" if "died" in message else "error"
 
 
 def markdown(results, args) -> str:

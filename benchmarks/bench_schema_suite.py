@@ -23,8 +23,11 @@ from collections import defaultdict
 from pathlib import Path
 
 from common import ROOT, log, machine, table, versions, write_results
-from schema_engines import ENGINE_NAMES, check, start_worker, unavailable
+from schema_engines import ENGINE_NAMES, VOCAB, check, start_worker, tokenize, unavailable
 from tests.schema_suite import PARTS, SDIST, groups, suite_root  # noqa: E402  (ROOT is on sys.path)
+
+import constrained  # noqa: E402
+from constrained import models  # noqa: E402
 
 HEADING = "## JSON Schema: Test Suite (issue 4)"
 SHARED_SUITE = ROOT.parent / "shared" / "corpora" / "json-schema-test-suite"
@@ -33,7 +36,7 @@ COUNTS = ("groups", "passed", "refused", "timeout or crash", "false negatives", 
 LISTED_FALSE_NEGATIVES = 40  # per engine and part (every false positive is listed)
 
 
-def bench_part(workers, part_groups, args) -> dict:
+def bench_part(workers, part_groups, tok, vocab, args) -> dict:
     """engine -> {"files": file -> counts, "total": counts, "false_positives": [...],
     "false_negatives": [...], "refusals": [...]} for one part of the suite."""
     out = {}
@@ -44,7 +47,8 @@ def bench_part(workers, part_groups, args) -> dict:
             counts = files[file]
             counts["groups"] += 1
             texts = [json.dumps(test["data"]) for test in group["tests"]]
-            result = check(worker, group["schema"], texts, args.compile_timeout, args.run_timeout)
+            sequences = tokenize(tok, vocab, texts)
+            result = check(worker, group["schema"], sequences, args.compile_timeout, args.run_timeout)
             where = {"file": file, "group": group["description"]}
             if result["status"] == "refused":
                 counts["refused"] += 1
@@ -128,13 +132,15 @@ def main():
         log(f"{name} n/a: {unavailable(name)}")
     if not engines:
         parser.error("no engine can run")
+    tok = models.tokenizer(VOCAB)
+    vocab = constrained.vocabulary(tok)
     workers = {name: start_worker(name) for name in engines}
     try:
         parts = {}
         for part in PARTS:
             part_groups = groups(suite, part)
             log(f"{part}: {len(part_groups)} groups")
-            parts[part] = bench_part(workers, part_groups, args)
+            parts[part] = bench_part(workers, part_groups, tok, vocab, args)
     finally:
         for worker in workers.values():
             worker.close()

@@ -1,10 +1,9 @@
-"""Helpers shared by the benchmark scripts: the machine and versions, timing
-summaries, rewriting one section of RESULTS.md, engines in worker processes and
-the matchers that put ours and llguidance behind one interface."""
+"""Helpers shared by the benchmark scripts: the machine and versions, test
+strings and their tokens, timing summaries, number formats, and rewriting one
+section of RESULTS.md."""
 
 import datetime
 import json
-import multiprocessing
 import os
 import platform
 import re
@@ -20,8 +19,6 @@ if str(ROOT) not in sys.path:  # run as `python benchmarks/x.py` without install
     sys.path.insert(0, str(ROOT))
 
 RESULTS_MD = ROOT / "benchmarks" / "RESULTS.md"
-
-from constrained.errors import ConstrainedError  # noqa: E402
 
 
 def machine() -> dict:
@@ -56,6 +53,39 @@ def versions(packages) -> dict:
     return out
 
 
+def log(message):
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def draws(strategy, n: int) -> list:
+    """``n`` examples of a hypothesis strategy, derandomized: the same on every run
+    (of one hypothesis version)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+
+    out = []
+
+    @settings(max_examples=n, derandomize=True, database=None, deadline=None,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def draw(example):
+        out.append(example)
+
+    draw()
+    return out
+
+
+def exact_tokens(tok, vocab, text: str) -> list[int] | None:
+    """The tokenizer's encoding of ``text`` if its tokens' bytes spell ``text``
+    exactly (byte-level BPE always does; SentencePiece adds a leading space), else
+    None."""
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate
+        return None
+    ids = list(tok._tokenizer.encode(text, add_special_tokens=False))
+    return ids if b"".join(vocab.tokens[t] for t in ids) == data else None
+
+
 def summary_us(ns) -> dict:
     """mean / p50 / p90 / p99 / max of durations given in nanoseconds, in microseconds."""
     a = np.asarray(ns, dtype=np.float64) / 1e3
@@ -69,6 +99,29 @@ def summary_us(ns) -> dict:
         "p99": float(np.percentile(a, 99)),
         "max": float(a.max()),
     }
+
+
+def median_run(runs):
+    """The run whose mean is the median of the runs' means."""
+    means = [r.mean() if len(r) else 0.0 for r in runs]
+    return runs[int(np.argsort(means)[len(means) // 2])]
+
+
+def ms(seconds):
+    return "—" if seconds is None else f"{seconds * 1e3:.1f}" if seconds < 10 else f"{seconds * 1e3:.0f}"
+
+
+def us(micro):
+    return "—" if micro is None else f"{micro:.1f}" if micro < 100 else f"{micro:.0f}"
+
+
+def mib(n):
+    return "—" if n is None else f"{n / 2**20:.2f}"
+
+
+def short_error(message):
+    """timeout, crash or error, from an EngineError's message."""
+    return "timeout" if message.startswith("timed out") else "crash" if "died" in message else "error"
 
 
 def replace_section(heading: str, body: str, path: Path = RESULTS_MD) -> None:
@@ -94,142 +147,8 @@ def write_results(out: Path, results: dict, heading: str, text: str) -> None:
     log(f"wrote {out} and {RESULTS_MD.relative_to(ROOT)}")
 
 
-def log(message):
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
 def table(header, rows) -> str:
     """A markdown table."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
-
-
-# ---------------------------------------------------------------- worker processes
-
-
-class WorkerError(Exception):
-    """The worker failed: its code raised, or its process died."""
-
-
-class WorkerTimeout(WorkerError):
-    """The worker took too long and was killed."""
-
-
-def answer(conn, handlers, state):
-    """A worker's loop once it is set up: answer each request (kind, *args) with
-    ("ok", handlers[kind](state, *args)), or ("error", what it raised), until None."""
-    for kind, *args in iter(conn.recv, None):
-        try:
-            conn.send(("ok", handlers[kind](state, *args)))
-        except Exception as e:
-            conn.send(("error", f"{type(e).__name__}: {e}"))
-
-
-class Worker:
-    """``serve(conn, *args)`` in a process of its own. ``serve`` first sends
-    ("ok", setup value) or ("error", message), then answers each request
-    (kind, *args) the same way until it receives None. A request that outlasts
-    its timeout kills the process; the next request starts a new one."""
-
-    def __init__(self, serve, args, setup_timeout):
-        self.serve, self.args, self.setup_timeout = serve, args, setup_timeout
-        self.process = None
-        self.setup = self._start()
-
-    def _start(self):
-        context = multiprocessing.get_context("spawn")
-        self.conn, child = context.Pipe()
-        self.process = context.Process(target=self.serve, args=(child, *self.args), daemon=True)
-        self.process.start()
-        child.close()
-        try:
-            return self._receive(self.setup_timeout)
-        except WorkerError:
-            self.stop()  # the worker ends itself when its setup fails
-            raise
-
-    def _receive(self, timeout):
-        if not self.conn.poll(timeout):
-            self.stop()
-            raise WorkerTimeout(f"timed out (> {timeout:.0f} s)")
-        try:
-            status, value = self.conn.recv()
-        except EOFError:
-            self.process.join()
-            code = self.process.exitcode
-            self.stop()
-            raise WorkerError(f"the worker process died (exit code {code})") from None
-        if status == "error":
-            raise WorkerError(value)
-        return value
-
-    def call(self, timeout, *request):
-        if self.process is None:
-            self._start()
-        self.conn.send(request)
-        return self._receive(timeout)
-
-    def stop(self):
-        if self.process is not None:
-            self.process.kill()
-            self.process.join()
-            self.process = None
-
-    def close(self):
-        if self.process is not None:
-            self.conn.send(None)
-            self.process.join(10)
-            self.stop()
-
-
-# ---------------------------------------------------------------- matchers
-# An engine's matcher: mask() -> the allowed tokens as uint32 words (token t is bit
-# t % 32 of word t // 32; the array is only valid until the next call),
-# advance(token), which raises Rejected, and is_accepting().
-
-
-class Rejected(Exception):
-    """The engine refused a token of the sequence."""
-
-
-class OursMatcher:
-    def __init__(self, compiled, tok):
-        self.matcher = compiled.matcher(tok)
-
-    def mask(self):
-        return self.matcher.mask()
-
-    def advance(self, token):
-        try:
-            self.matcher.advance(token)
-        except ConstrainedError as e:
-            raise Rejected(str(e)) from None
-
-    def is_accepting(self):
-        return self.matcher.is_accepting()
-
-
-def llguidance_tokenizer(tok, vocab):
-    """llguidance's tokenizer for an mlx-lm tokenizer, with our EOS ids."""
-    import llguidance.hf
-
-    return llguidance.hf.from_tokenizer(tok._tokenizer, n_vocab=vocab.size, eos_token=sorted(vocab.eos_ids))
-
-
-class LLGuidanceMatcher:
-    def __init__(self, template, words):
-        self.matcher = template.deep_copy()
-        self.words = np.zeros(words, dtype=np.uint32)
-        self.pointer = self.words.ctypes.data
-
-    def mask(self):
-        self.matcher.unsafe_compute_mask_ptr(self.pointer, self.words.nbytes)
-        return self.words
-
-    def advance(self, token):
-        if not self.matcher.consume_token(token):
-            raise Rejected(self.matcher.get_error())
-
-    def is_accepting(self):
-        return self.matcher.is_accepting()

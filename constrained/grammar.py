@@ -44,8 +44,10 @@ the same situation at another nesting depth costs a dictionary lookup.
 """
 
 import hashlib
+import logging
 import os
 import weakref
+from contextlib import contextmanager
 from collections import OrderedDict
 from pathlib import Path
 
@@ -125,13 +127,11 @@ def _lark(text: str, start: str, import_paths, strict: bool = False):
         raise ConstrainedError(f"start is the name of a rule, got {start!r}")
     try:
         # The parse table does not depend on lark's lexer; the basic one is the cheapest to build.
-        return lark.Lark(text, parser="lalr", lexer="basic", start=start, import_paths=import_paths, strict=strict)
+        # (lark's own strict mode also wants interegular for its lexer: conflicts are read from its log.)
+        with _shift_reduce_conflicts() as conflicts:
+            lk = lark.Lark(text, parser="lalr", lexer="basic", start=start, import_paths=import_paths)
     except GrammarError as e:
         message = str(e).strip()
-        if "Shift/Reduce conflict" in message:
-            raise ConstrainedError(
-                f"the grammar is not LALR(1) (strict mode): a shift/reduce conflict. {message}"
-            ) from None
         if "Reduce/Reduce collision" in message:
             raise ConstrainedError(
                 f"the grammar is not LALR(1): a reduce/reduce conflict. {message}\n"
@@ -150,6 +150,34 @@ def _lark(text: str, start: str, import_paths, strict: bool = False):
         raise ConstrainedError(f"invalid grammar: {str(e).strip()}") from None
     except (ValueError, TypeError, KeyError, AssertionError) as e:  # lark's own checks on odd input
         raise ConstrainedError(f"invalid grammar: {type(e).__name__}: {e}") from None
+    if strict and conflicts:
+        raise ConstrainedError(f"the grammar is not LALR(1) (strict mode): a shift/reduce conflict for {conflicts[0]}")
+    return lk
+
+
+@contextmanager
+def _shift_reduce_conflicts():
+    """The shift/reduce conflicts lark resolves (as shifts) inside the block, from its log."""
+    from lark import logger
+
+    found: list = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            message = record.getMessage()
+            if message.startswith("Shift/Reduce conflict for terminal"):
+                found.append(message.split("terminal ", 1)[1].split(":")[0])
+            elif found and message.startswith(" * "):
+                found[-1] += f" between shifting it and reducing {message[3:]}"
+
+    handlers, level = logger.handlers, logger.level
+    logger.handlers = [Collect()]
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield found
+    finally:
+        logger.handlers = handlers
+        logger.setLevel(level)
 
 
 def _compile(lk, start: str, max_ignored: int, terminals: dict) -> "_Language":
@@ -393,6 +421,8 @@ class GrammarIndex:
         self.words = (vocab.size + 31) // 32
         self._walks: dict = {}
         self._nodes: dict = {}
+        self._completing: dict = {}
+        self._singles: dict = {}
         self._masks = SuffixMemo(_MASK_CACHE)
         self._distinct: dict = {}
         self.bias_cache: OrderedDict = OrderedDict()
@@ -407,6 +437,13 @@ class GrammarIndex:
         lexer = self.lexer
         n = lexer.n_states
         alive = np.flatnonzero(lexer.components[q] >= 0)
+        if len(alive) == 1:  # inside most lexemes one terminal is left: one lookup per token
+            k = int(alive[0])
+            table, group = self._tables[k]
+            row = self._single(k)[table[lexer.components[q, k], group]]
+            row[self.eos] = n
+            self._rows[q] = row
+            return row
         # Each live terminal's state after each token, then one product state per distinct combination.
         ends = [self._tables[k][0][lexer.components[q, k], self._tables[k][1]] for k in alive]
         code = np.zeros(self.vocab.size, dtype=np.int64)
@@ -425,6 +462,34 @@ class GrammarIndex:
         row[self.eos] = n
         self._rows[q] = row
         return row
+
+    def _single(self, k: int) -> np.ndarray:
+        """Lexer states where terminal ``k`` alone is alive, by its DFA state (last
+        entry, for -1: the dead sentinel)."""
+        hit = self._singles.get(k)
+        if hit is None:
+            lexer = self.lexer
+            hit = np.full(lexer.dfas[k].n_states + 1, lexer.n_states, dtype=np.int16 if lexer.n_states < 32767 else np.int32)
+            state = [-1] * lexer.components.shape[1]
+            for s in range(lexer.dfas[k].n_states):
+                state[k] = s
+                hit[s] = lexer.state_of.get(tuple(state), lexer.n_states)
+            self._singles[k] = hit
+        return hit
+
+    def _may_complete(self, terms) -> np.ndarray:
+        """Per token, whether a byte before its last enters a complete state of one
+        of ``terms`` (cached per set of such bytes)."""
+        entry = np.zeros(256, dtype=bool)
+        for k in terms.tolist():
+            dfa = self.lexer.dfas[k]
+            entry |= ((dfa.transitions >= 0) & dfa.accepting[np.maximum(dfa.transitions, 0)]).any(axis=0)
+        key = entry.tobytes()
+        hit = self._completing.get(key)
+        if hit is None:
+            words = np.bitwise_or.reduce(_bytes_before_last(self.vocab)[entry], axis=0)
+            hit = self._completing[key] = np.unpackbits(words.view(np.uint8), bitorder="little")[: self.vocab.size].view(bool)
+        return hit
 
     def _pack_ids(self, ids) -> np.ndarray:
         """Packed words with the bits of ``ids`` set."""
@@ -496,7 +561,10 @@ class GrammarIndex:
         end = self._row(q)[usable]
         stays = ctx.alive_lark[end]  # the whole token stays inside the lexeme
         inside[usable[stays & ctx.alive_valid[end]]] = True
-        tok = usable[~stays & ~first_out]  # these leave the lexeme after a byte or more, or die
+        # These leave the lexeme after a byte or more, or die. Leaving needs a complete
+        # lexeme, entered by a byte before the token's last: the others die.
+        may_leave = self._may_complete(np.flatnonzero(self.lexer.components[q] >= 0))[usable]
+        tok = usable[~stays & ~first_out & may_leave]
         ended, end_state, b_tok, b_off, b_state = self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, ctx)
         inside[ended[ctx.alive_valid[end_state]]] = True
         zero_term = int(ctx.choice[q])
@@ -585,6 +653,22 @@ def _token_matrix(vocab: Vocabulary):
     hit = _TOKEN_BYTES.get(vocab)
     if hit is None:
         hit = _TOKEN_BYTES[vocab] = padded_bytes(vocab.tokens)
+    return hit
+
+
+_BEFORE_LAST: "weakref.WeakKeyDictionary[Vocabulary, np.ndarray]" = weakref.WeakKeyDictionary()
+
+
+def _bytes_before_last(vocab: Vocabulary) -> np.ndarray:
+    """(256, words) packed: for each byte, the tokens holding it before their last byte."""
+    hit = _BEFORE_LAST.get(vocab)
+    if hit is None:
+        matrix, lengths = _token_matrix(vocab)
+        found = np.zeros((256, ((vocab.size + 31) // 32) * 32), dtype=bool)
+        for j in range(matrix.shape[1] - 1):
+            rows = np.flatnonzero(lengths > j + 1)
+            found[matrix[rows, j], rows] = True
+        hit = _BEFORE_LAST[vocab] = np.packbits(found, axis=1, bitorder="little").view(np.uint32)
     return hit
 
 

@@ -64,10 +64,8 @@ class Vocabulary:
 
     @cached_property
     def fingerprint(self) -> str:
-        h = hashlib.sha256()
-        for t in self.tokens:
-            h.update(len(t).to_bytes(4, "little"))
-            h.update(t)
+        h = hashlib.sha256(np.array([len(t) for t in self.tokens], dtype=np.uint32).tobytes())
+        h.update(b"".join(self.tokens))
         h.update(repr(sorted(self.eos_ids)).encode())
         return h.hexdigest()[:32]
 

@@ -1,4 +1,6 @@
+import functools
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -17,6 +19,7 @@ settings.register_profile("thorough", max_examples=500, deadline=None, suppress_
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 VOCABULARIES = ["smollm2", "llama3", "llama2"]
+GRAMMARS = Path(__file__).resolve().parent.parent / "grammars"
 
 
 @pytest.fixture(scope="session")
@@ -61,3 +64,19 @@ def encode_exact(tokenizer, text: str) -> list[int] | None:
     # SentencePiece reads a literal "▁" as a space, so no encoding of it spells it.
     assert not vocab.spells_every_byte or "\u2581" in text, f"cannot encode {text!r} exactly: {ids}"
     return None
+
+
+@functools.cache
+def compiled(name: str) -> constrained.Grammar:
+    """The shipped grammar grammars/<name>.lark, compiled once per session."""
+    return constrained.grammar(GRAMMARS / f"{name}.lark")
+
+
+def chat(tokenizer, question: str, system: str | None = None, examples=()) -> str:
+    """The chat-template prompt asking ``question``, after an optional system
+    message and example (question, answer) exchanges."""
+    messages = [{"role": "system", "content": system}] if system else []
+    for asked, answered in examples:
+        messages += [{"role": "user", "content": asked}, {"role": "assistant", "content": answered}]
+    messages.append({"role": "user", "content": question})
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)

@@ -12,6 +12,8 @@ from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
 import constrained
 
+from conftest import chat
+
 CASES = [
     ("On what date did Apollo 11 land on the Moon?", r"(19|20)\d\d-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])"),
     ("Make up an email address for Jane Doe at Example Corp.", r"[a-z]{1,10}\.[a-z]{1,10}@[a-z]{2,10}\.(com|org|net)"),
@@ -24,10 +26,6 @@ CASES = [
 @pytest.fixture(autouse=True)
 def seeded():
     mx.random.seed(0)
-
-
-def chat(tokenizer, question):
-    return tokenizer.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True, tokenize=False)
 
 
 @pytest.mark.parametrize("question, pattern", CASES)

@@ -3,9 +3,13 @@ token by token, random walks under the mask only ever produce text lark parses
 (with no dead ends), the matcher keeps its contract, and bad grammars are
 refused with a clear message."""
 
+import ast
+import functools
 import heapq
+import keyword
+import re
+import warnings
 import zlib
-from pathlib import Path
 
 import lark
 import numpy as np
@@ -16,10 +20,9 @@ from hypothesis.extra.lark import from_lark
 import constrained
 from constrained.grammar import MAX_IGNORED
 
-from conftest import encode_exact
+from conftest import GRAMMARS, compiled, encode_exact
 
-GRAMMARS = Path(__file__).resolve().parent.parent / "grammars"
-SHIPPED = ["json", "arithmetic", "sql", "csv"]
+SHIPPED = ["json", "arithmetic", "sql", "csv", "python_call"]
 WALK_TOKENIZERS = ["llama3", "llama2", "smollm2"]
 
 EXAMPLES = {
@@ -39,26 +42,31 @@ EXAMPLES = {
         "SELECT a.x, b FROM a WHERE NOT (x = 1 OR y < 2.5) ORDER BY x, b ASC",
     ],
     "csv": ["name,age\nalice,30\nbob,25\n", 'a,b,c\n1,"x, y",3\n', 'h\n"quoted ""q"""\n', "x,y\n"],
+    "python_call": [
+        'get_weather(city="Paris", unit="celsius")',
+        'search("mlx", limit=5)',
+        '[f(1, x=[1, 2.5, None]), g(a={"k": True})]',
+        r"""api.send(text='it\'s \"ok\"\n\u00e9\x41', n=-3, r=1.5E-3)""",
+        "f()",
+        'f(\n    (1,),\n    {"a": (), 4: False, None: \'\'},\n    x = None,\n)',
+        '[\n  lookup("ünï ✓"),\n  ping()\n]',
+        "Truex(Nonesuch=True, in_=0)",
+    ],
 }
 NOT_IN = {
     "json": ['{"a" 1}', "[1,]", "01", '{"a":}', "tru", "'x'", '"\x01"'],
     "arithmetic": ["1 +", "(1", "1 2", "*3", ""],
     "sql": ["SELECT FROM t", "SELECT a FROM", "SELECT a b c FROM t", "SELECT a FROM t WHERE"],
     "csv": ["", "a,b", 'a\n"x\n'],
+    "python_call": [
+        "if(1)", "f(True=1)", " f(1)", "f\n(1)", "f(x=1, 2)", "f(x)", 'f("\\q")', "f(01)", 'f("a\nb")', "f(1,,)",
+        "[]",
+    ],
 }
 
 
 def grammar_text(name: str) -> str:
     return (GRAMMARS / f"{name}.lark").read_text()
-
-
-_compiled: dict = {}
-
-
-def compiled(name: str):
-    if name not in _compiled:
-        _compiled[name] = constrained.grammar(GRAMMARS / f"{name}.lark")
-    return _compiled[name]
 
 
 def feed_text(matcher, tokenizer, text: str) -> bool:
@@ -100,6 +108,7 @@ def _ends_accepting(m, ids) -> bool:
     return m.is_accepting()
 
 
+@functools.cache  # building the strategy parses the grammar: seconds for python_call
 def _sentences(name):
     text = grammar_text(name)
     explicit = {"WS": st.from_regex(r"[ \t\n\r]{1,6}", fullmatch=True)} if name == "json" else {}
@@ -117,7 +126,7 @@ def test_generated_sentences_are_accepted(name, vocab_name, tokenizers):
     g = compiled(name)
     m = g.matcher(tokenizer)
 
-    @settings(max_examples=6 if name == "sql" else 12, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=6 if name in ("sql", "python_call") else 12, deadline=None, suppress_health_check=list(HealthCheck))
     @given(_sentences(name))
     def check(text):
         try:
@@ -126,16 +135,20 @@ def test_generated_sentences_are_accepted(name, vocab_name, tokenizers):
             assume(False)
         assume("\u2581" not in text)  # SentencePiece's space mark: encode_exact cannot spell it
         assume(g.matches(text))  # from_lark may glue terminals so that lark lexes them differently
+        if name == "python_call":
+            assert_python_calls(text)
         assert feed_text(m, tokenizer, text)
         assert m.is_accepting(), text
 
     check()
 
 
-def _random_walk(g, tokenizer, rng, max_tokens=60, check_tokens=24):
-    """Random allowed tokens (short ones favoured, EOS often once allowed): the
-    mask is never empty, agrees with advance(), and finished text parses."""
+def _random_walk(g, tokenizer, rng, max_tokens=60, check_tokens=24, prefix=""):
+    """Random allowed tokens after ``prefix`` (short ones favoured, EOS often once
+    allowed): the mask is never empty, agrees with advance(), and finished text
+    parses."""
     m = g.matcher(tokenizer)
+    assert feed_text(m, tokenizer, prefix)
     vocab = m.vocab
     lengths = np.array([len(t) if t.strip() else 99 for t in vocab.tokens])  # whitespace-only: not short
     eos = sorted(vocab.eos_ids)
@@ -213,6 +226,66 @@ def test_random_walks_parse(name, vocab_name, tokenizers):
     rng = np.random.default_rng(zlib.crc32(f"{name}-{vocab_name}".encode()))
     for _ in range(5):
         _random_walk(g, tokenizer, rng, max_tokens=int(rng.integers(5, 40)))
+
+
+def assert_python_calls(text: str) -> None:
+    """``text`` is a Python call or a list of calls, of a (dotted) name, whose
+    arguments are literals."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an unknown escape in a string is only a warning
+        tree = ast.parse(text, mode="eval").body
+        calls = tree.elts if isinstance(tree, ast.List) else [tree]
+        assert calls, text
+        for call in calls:
+            assert isinstance(call, ast.Call), text
+            func = call.func
+            while isinstance(func, ast.Attribute):
+                func = func.value
+            assert isinstance(func, ast.Name), text
+            assert all(k.arg is not None for k in call.keywords), text
+            for argument in call.args + [k.value for k in call.keywords]:
+                ast.literal_eval(argument)
+        # compiling checks the names too (no keyword, no __debug__); only a repeated
+        # keyword argument, which a grammar cannot see, fails there
+        if all(len({k.arg for k in c.keywords}) == len(c.keywords) for c in calls):
+            compile(text, "<call>", "eval")
+
+
+def test_python_call_examples_are_python():
+    for text in EXAMPLES["python_call"]:
+        assert_python_calls(text)
+
+
+@pytest.mark.parametrize("vocab_name", ["llama3", "smollm2"])
+def test_python_call_walks_are_python(vocab_name, tokenizers):
+    g = compiled("python_call")
+    tokenizer = tokenizers(vocab_name)
+    rng = np.random.default_rng(zlib.crc32(vocab_name.encode()))
+    # the walks start inside the arguments too: from scratch they mostly spell names
+    for prefix in ["", "f(", "f(1, ", "tool.run(x=", "[g(a={", "h(s='"]:
+        assert_python_calls(_random_walk(g, tokenizer, rng, max_tokens=int(rng.integers(5, 30)), prefix=prefix))
+
+
+def test_python_call_names_are_not_keywords():
+    """NAME spells out Python's keywords to exclude them: compare it with the
+    keyword module around every keyword (its prefixes, extensions and
+    one-letter changes), as a regex (what the engine compiles) and through
+    lark's lexer (which takes the first alternative that matches)."""
+    g = compiled("python_call")
+    pattern = re.compile(g.lark.get_terminal("NAME").pattern.to_regexp())
+    excluded = set(keyword.kwlist) | {"__debug__"}
+    probes = set()
+    for word in excluded:
+        for i in range(len(word) + 1):
+            probes.add(word[:i])
+            for c in "xe_1Z":
+                probes.update({word[:i] + c, word[:i] + c + word[i + 1 :], word[:i] + c + word[i:]})
+    probes.discard("")
+    for name in sorted(probes):
+        expected = name.isidentifier() and name not in excluded
+        assert bool(pattern.fullmatch(name)) == expected, name
+        assert g.matches(f"{name}()") == expected, name
+        assert g.matches(f"f({name}=1)") == expected, name
 
 
 def test_whitespace_is_bounded(tokenizers):
@@ -348,6 +421,7 @@ def test_bad_arguments(tmp_path):
     ("json", ["", '{"a": [1', '[{"b": "x"}, tru', '{"k": -0.5e']),
     ("sql", ["SELECT", "SELECT a, b FROM t WHERE x", "SELECT COUNT(*) FROM t ORDER BY"]),
     ("csv", ["a,b\n", 'a,"b""']),
+    ("python_call", ["", "f(1, x=", '[g(a={"k": [1, (\n', "h(s='\\"]),
 ])
 def test_mask_agrees_with_advance_on_every_token(name, prefixes, tokenizers):
     """The vectorised mask and the byte-by-byte advance() agree on the whole
@@ -394,3 +468,10 @@ def test_masks_are_reused_at_any_depth(tokenizers, monkeypatch):
     monkeypatch.undo()
     fresh = masks_along(constrained.grammar(GRAMMARS / "json.lark"), 40)
     assert all((a == b).all() for a, b in zip(deep, fresh))
+
+
+def test_strict_refuses_shift_reduce_conflicts():
+    text = 'start: x | x "a" | y\nx: "b"\ny: "b" "a"'
+    assert constrained.grammar(text).matches("ba")  # lark resolves the conflict as a shift
+    with pytest.raises(constrained.ConstrainedError, match="shift/reduce conflict for A"):
+        constrained.grammar(text, strict=True)
