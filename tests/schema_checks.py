@@ -2,6 +2,7 @@
 defaults and fed token by token on a real vocabulary, the mask computed before
 each token, as the MaskBench harness does."""
 
+import itertools
 import json
 
 from constrained import ConstrainedError
@@ -24,10 +25,13 @@ def accepts(matcher, tokens) -> bool:
     return matcher.is_accepting()
 
 
-def check(tokenizer, schema, tests) -> tuple[str | None, list[str], list[str]]:
+def check(tokenizer, schema, tests, orders=0) -> tuple[str | None, list[dict], list[dict]]:
     """(the compile error's message, or None when ``schema`` compiled; the invalid
-    instances accepted; the valid ones rejected) for ``tests``, a list of
-    {"description", "data", "valid"}."""
+    tests accepted; the valid ones rejected) for ``tests``, a list of
+    {"description", "data", "valid"}. With ``orders``, a rejected test gets
+    "in_another_order": whether the instance is taken with its objects' members
+    in one of that many other orders (json_schema writes declared properties in
+    schema order)."""
     try:
         compiled = json_schema(schema)
         compiled.matcher(tokenizer)  # the token index may refuse too
@@ -35,7 +39,37 @@ def check(tokenizer, schema, tests) -> tuple[str | None, list[str], list[str]]:
         return str(e), [], []
     accepted, rejected = [], []
     for test in tests:
-        text = json.dumps(test["data"])
-        if accepts(compiled.matcher(tokenizer), encode_exact(tokenizer, text)) != test["valid"]:
-            (rejected if test["valid"] else accepted).append(f"{test['description']}: {text[:300]}")
+        if takes(compiled, tokenizer, test["data"]) == test["valid"]:
+            continue
+        if test["valid"]:
+            others = itertools.islice(member_orders(test["data"]), 1, orders + 1)  # the first is the one rejected
+            rejected.append(test | {"in_another_order": any(takes(compiled, tokenizer, d) for d in others)})
+        else:
+            accepted.append(test)
     return None, accepted, rejected
+
+
+def takes(compiled, tokenizer, data) -> bool:
+    """Whether a fresh matcher of ``compiled`` takes ``json.dumps(data)``."""
+    return accepts(compiled.matcher(tokenizer), encode_exact(tokenizer, json.dumps(data)))
+
+
+def member_orders(value, width=6):
+    """``value`` with the members of its objects in other orders, its own first:
+    every order of each object's members, with up to ``width`` variants of each
+    member's value."""
+    def variants(child):
+        return list(itertools.islice(member_orders(child, width), width))
+
+    if isinstance(value, dict):
+        for order in itertools.permutations(value):
+            for values in itertools.product(*(variants(value[k]) for k in order)):
+                yield dict(zip(order, values))
+    elif isinstance(value, list):
+        yield from map(list, itertools.product(*map(variants, value)))
+    else:
+        yield value
+
+
+def show(tests) -> list[str]:
+    return [f"{test['description']}: {json.dumps(test['data'])[:300]}" for test in tests]
