@@ -40,7 +40,7 @@ from .dfa import (
     minimize,
     utf8_encoding,
 )
-from .ecma_regex import ANY, literal, search_pattern
+from .ecma_regex import ANCHOR_BYTES, ANY, END, START, literal, search_pattern
 from .errors import ConstrainedError
 
 _SHORT_ESCAPES = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
@@ -175,6 +175,36 @@ def _content(pattern: str, encoding, what: str) -> DFA:
         raise ConstrainedError(f"{what} cannot be compiled: {e}") from None
 
 
+@lru_cache(maxsize=None)
+def _with_anchors(encoding):
+    """``encoding``, and the anchor marks of search patterns as their bytes."""
+
+    def encode(lo: int, hi: int) -> tuple:
+        if lo == hi and lo in ANCHOR_BYTES:
+            return ((((ANCHOR_BYTES[lo],) * 2,),),)
+        return encoding(lo, hi)
+
+    return encode
+
+
+def _pattern_content(pattern: str, encoding) -> DFA:
+    """The encoded text of the strings in which ``pattern`` (ECMA-262) matches:
+    the search pattern reads them between two anchor marks, which are then
+    taken off (the DFA starts after the first, and accepts where the second
+    would lead to acceptance)."""
+    marked = _content(search_pattern(pattern), _with_anchors(encoding), f"pattern {pattern!r}")
+    start_mark, end_mark = ANCHOR_BYTES[START], ANCHOR_BYTES[END]
+    start = int(marked.transitions[marked.start, start_mark])
+    if start < 0:
+        return empty()
+    after_end = marked.transitions[:, end_mark]
+    accepting = (after_end >= 0) & marked.accepting[np.maximum(after_end, 0)]
+    transitions = marked.transitions.copy()
+    transitions[:, [start_mark, end_mark]] = -1
+    dfa = minimize(transitions, accepting, start)
+    return empty() if dfa is None else dfa
+
+
 def _length(low: int, high: int | None, encoding) -> DFA:
     """The encoded text of strings of low..high code points, built directly as
     copies of the one-character automaton (a counted regex would be slower)."""
@@ -247,7 +277,7 @@ def string(
         return empty()
     parts = []
     if pattern is not None:
-        parts.append(_content(search_pattern(pattern), encoding, f"pattern {pattern!r}"))
+        parts.append(_pattern_content(pattern, encoding))
     if format is not None:
         parts.append(_content(json_formats.regex(format), encoding, f"format {format!r}"))
     if min_length or max_length is not None or not parts:
