@@ -11,6 +11,7 @@ error for that engine.
 
 import gc
 import multiprocessing
+import resource
 import time
 from functools import partial
 
@@ -279,9 +280,13 @@ ENGINES = {"ours": Ours, "llguidance": LLGuidance, "xgrammar": XGrammar, "outlin
 # ---------------------------------------------------------------- the worker process
 
 
-def serve(conn, engine_name, vocab_name, setup_runs, handlers):
+def serve(conn, engine_name, vocab_name, setup_runs, handlers, memory_limit):
     """A worker: build one engine for one tokenizer (timing it), then answer
-    requests (kind, *args) until None with ``handlers[kind](state, *args)``."""
+    requests (kind, *args) until None with ``handlers[kind](state, *args)``.
+    With ``memory_limit`` (bytes of address space), an engine that blows up
+    raises MemoryError instead of exhausting the machine."""
+    if memory_limit:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
     try:
         tok = models.tokenizer(vocab_name)
         vocab = constrained.vocabulary(tok)
@@ -406,8 +411,8 @@ class Worker:
     request that outlasts its timeout kills the process; the next request starts
     a new one."""
 
-    def __init__(self, engine_name, vocab_name, setup_runs, handlers=None):
-        self.args = (engine_name, vocab_name, setup_runs, HANDLERS | (handlers or {}))
+    def __init__(self, engine_name, vocab_name, setup_runs, handlers=None, memory_limit=None):
+        self.args = (engine_name, vocab_name, setup_runs, HANDLERS | (handlers or {}), memory_limit)
         self.process = None
         self.setup = self._start()
 

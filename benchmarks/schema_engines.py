@@ -21,6 +21,7 @@ from constrained.errors import ConstrainedError  # noqa: E402  (common puts the 
 
 ENGINE_NAMES = ("ours", "llguidance")
 VOCAB = "llama3"
+MEMORY_LIMIT = 8 << 30  # bytes of address space per worker: a compile that blows up crashes alone
 
 
 def unavailable(name) -> str | None:
@@ -84,7 +85,7 @@ def follow(matcher, tokens) -> dict:
 
 
 def start_worker(name) -> Worker:
-    return Worker(name, VOCAB, 1, HANDLERS)
+    return Worker(name, VOCAB, 1, HANDLERS, MEMORY_LIMIT)
 
 
 def tokenize(tok, vocab, texts) -> list[list[int] | None]:
@@ -102,7 +103,7 @@ def check(worker, schema, sequences, compile_timeout, run_timeout) -> dict:
     try:
         compiled = worker.call(compile_timeout, "schema_compile", schema)
     except EngineError as e:
-        return failure(e)
+        return failure(worker, e)
     if "refused" in compiled:
         return {"status": "refused", "error": first_line(compiled["refused"])}
     result = {"status": "compiled", **compiled}
@@ -111,14 +112,17 @@ def check(worker, schema, sequences, compile_timeout, run_timeout) -> dict:
         try:
             runs = iter(worker.call(run_timeout, "follow", todo))
         except EngineError as e:
-            return result | failure(e)
+            return result | failure(worker, e)
         result["runs"] = [None if s is None else next(runs) for s in sequences]
     else:
         result["runs"] = [None] * len(sequences)
     return result
 
 
-def failure(error: EngineError) -> dict:
+def failure(worker, error: EngineError) -> dict:
+    """The status and error of a failed request; the worker is restarted for the
+    next one (after a MemoryError, say, the engine's caches may be half built)."""
+    worker.stop()
     kind = short_error(str(error))
     return {"status": "timeout" if kind == "timeout" else "crashed", "error": first_line(str(error))}
 
