@@ -31,6 +31,7 @@ from .vocab import Vocabulary, padded_bytes
 _MASK_CACHE = 50_000  # masks kept per grammar and vocabulary, keyed by stack suffix (equal masks share one array)
 _WALK_CACHE = 2_000  # token walks from a lexer state kept per grammar and vocabulary
 _NODE_CACHE = 50_000  # walks of tokens that crossed into a new lexeme, kept likewise
+_TERMINALS_KEPT = 64  # terminals' token tables shared across grammars, per vocabulary (the most recent)
 
 
 class _Walk:
@@ -357,11 +358,15 @@ _TERMINALS: "weakref.WeakKeyDictionary[Vocabulary, dict]" = weakref.WeakKeyDicti
 def _terminal_tokens(dfa: DFA, vocab: Vocabulary) -> "_TerminalTokens":
     """One terminal over a vocabulary, shared by every grammar with the same
     terminal (JSON strings, numbers, whitespace ...)."""
-    per_vocab = _TERMINALS.setdefault(vocab, {})
+    per_vocab = _TERMINALS.setdefault(vocab, OrderedDict())
     key = hashlib.sha256(dfa.transitions.tobytes() + dfa.accepting.tobytes()).hexdigest()[:32]
     hit = per_vocab.get(key)
     if hit is None:
         hit = per_vocab[key] = _TerminalTokens(dfa, vocab, *_stored_table(dfa, vocab, key))
+        if len(per_vocab) > _TERMINALS_KEPT:  # grammars that are gone keep theirs through their index
+            per_vocab.popitem(last=False)
+    else:
+        per_vocab.move_to_end(key)
     return hit
 
 
