@@ -50,7 +50,8 @@ Semantics (draft 2020-12, plus the draft-04/06/07 spellings ``definitions``,
 """
 
 import json as json_lib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from urllib.parse import unquote, urldefrag, urljoin
 
@@ -84,6 +85,12 @@ REFUSED = {
     "$recursiveRef": "dynamic scopes are not supported",
 }
 _STRING_KEYWORDS = ("minLength", "maxLength", "pattern", "format")
+# Formats the drafts define: enforced, or refused where they cannot be. Others are annotations.
+SPEC_FORMATS = (
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
+    "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer",
+    "relative-json-pointer", "regex",
+)
 _NUMBER_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 _ROOT_URI = "https://constrained.invalid/schema.json"
 
@@ -449,13 +456,12 @@ class Schemas:
                 args[name] = self._number_value(schema, key, pointer)
         if "multiple_of" in args and args["multiple_of"] <= 0:
             raise ConstrainedError(f"malformed schema: 'multipleOf' at {_where(pointer)} must be positive")
-        build = json_numbers.integer if integer else json_numbers.number
         try:
-            return _nonempty(build(**args))
+            return _number_language(integer, **args)
         except ConstrainedError as e:
             keys = ", ".join(repr(k) for k in _NUMBER_KEYWORDS if k in schema)
             self._refuse(keys or "type", pointer, str(e))
-            return _nonempty(build())
+            return _number_language(integer)
 
     def _number_value(self, schema: dict, key: str, pointer: str):
         value = schema[key]
@@ -480,20 +486,20 @@ class Schemas:
                 if not isinstance(schema[key], str):
                     raise ConstrainedError(f"malformed schema: {key!r} at {_where(pointer)} must be a string")
                 args[key] = schema[key]
-        try:
-            return _nonempty(json_strings.string(**args))
-        except ConstrainedError as e:
-            # Skip what cannot be enforced (lenient), keeping the rest: format first, then pattern.
-            for key in ("format", "pattern"):
-                if key in args:
+        if args.get("format") not in (None,) + SPEC_FORMATS:  # a custom format only annotates
+            self.ignored.add(f"format {args.pop('format')!r} at {_where(pointer)}")
+        for key in ("format", "pattern"):  # each on its own first, to name what fails
+            if key in args:
+                try:
+                    _string_language(**{key: args[key]})
+                except ConstrainedError as e:
                     self._refuse(key, pointer, str(e))
                     del args[key]
-                    try:
-                        return _nonempty(json_strings.string(**args))
-                    except ConstrainedError as again:
-                        e = again
-            self._refuse("minLength/maxLength", pointer, str(e))
-            return _nonempty(json_strings.string())
+        try:
+            return _string_language(**args)
+        except ConstrainedError as e:
+            self._refuse("/".join(k for k in _STRING_KEYWORDS if k in schema), pointer, str(e))
+            return _string_language()
 
     def _restrict_to_values(self, node: Node, schema: dict, key: str, pointer: str) -> None:
         """``enum`` / ``const``: the scalar part becomes those literals; objects and
@@ -502,7 +508,10 @@ class Schemas:
         if not isinstance(values, list):
             raise ConstrainedError(f"malformed schema: 'enum' at {_where(pointer)} must be a list")
         node.values += tuple(v for v in values if not isinstance(v, (dict, list)))
-        literals = [scalar_literal(v) for v in values if not isinstance(v, (dict, list))]
+        strings = [v for v in values if isinstance(v, str)]
+        literals = [scalar_literal(v) for v in values if not isinstance(v, (dict, list, str))]
+        if strings:
+            literals.append(_enum_strings(tuple(strings)))
         scalar = dfa.union(*literals) if len(literals) > 1 else literals[0] if literals else None
         if node.scalar is None or scalar is None:
             node.scalar = None
@@ -545,7 +554,7 @@ class Schemas:
         patterns = []
         for pattern in self._map(schema, "patternProperties", pointer):
             try:
-                key_language = json_strings.string(pattern=pattern)
+                key_language = _string_language(pattern=pattern)
             except ConstrainedError as e:
                 self._refuse("patternProperties", f"{pointer}/patternProperties/{_escape(pattern)}", str(e))
                 continue
@@ -683,6 +692,22 @@ def _nonempty(language):
     return None if language is None or dfa.is_empty(language) else language
 
 
+@lru_cache(maxsize=4096)
+def _string_language(**args):
+    return _nonempty(json_strings.string(**args))
+
+
+@lru_cache(maxsize=1024)
+def _enum_strings(values: tuple):
+    return json_strings.enum_strings(values) if len(values) > 1 else json_strings.string_literal(values[0])
+
+
+@lru_cache(maxsize=1024)
+def _number_language(integer: bool, **args):
+    return _nonempty((json_numbers.integer if integer else json_numbers.number)(**args))
+
+
+@lru_cache(maxsize=16384, typed=True)  # typed: 1, 1.0 and True are different literals
 def scalar_literal(value):
     """The DFA of every JSON spelling of the scalar ``value``."""
     if value is None:

@@ -28,6 +28,8 @@ at the end.
 import json
 from functools import lru_cache
 
+import numpy as np
+
 from . import dfa, json_numbers, json_strings
 from .errors import ConstrainedError
 from .json_schema import ANY, FALSE, TRUE, ArrayAtom, Schemas, _where, scalar_literal
@@ -98,6 +100,8 @@ class _Builder:
         self.rules: dict = {}  # name -> list of alternatives (tuples of symbols)
         self.terminal_dfas: dict = {}  # name -> DFA
         self._terminal_names: dict = {}  # DFA bytes -> name
+        self._terminal_ids: dict = {}  # id(DFA) -> name
+        self._keep: list = []
         self._names: dict = {}  # key -> rule name
         self._todo: list = []  # (name, function building its alternatives)
         self._alternatives = 0
@@ -126,11 +130,16 @@ class _Builder:
             self.rules[name] = alternatives
 
     def terminal(self, language, hint: str) -> str:
-        key = (language.transitions.tobytes(), language.accepting.tobytes())
-        name = self._terminal_names.get(key)
+        """The terminal of a DFA; equal languages (minimal DFAs with equal tables) share one."""
+        name = self._terminal_ids.get(id(language))
         if name is None:
-            name = self._terminal_names[key] = f"{hint}{len(self._terminal_names)}"
-            self.terminal_dfas[name] = language
+            key = (language.transitions.tobytes(), language.accepting.tobytes())
+            name = self._terminal_names.get(key)
+            if name is None:
+                name = self._terminal_names[key] = f"{hint}{len(self._terminal_names)}"
+                self.terminal_dfas[name] = language
+            self._terminal_ids[id(language)] = name
+            self._keep.append(language)  # ids stay unique while the builder lives
         return name
 
     # Values.
@@ -175,12 +184,11 @@ class _Builder:
         return language
 
     def scalar_region(self, context, label):
-        language = ANY
-        for i in sorted(label):
-            language = _and(language, self.scalar(i))
-        for i in sorted(context - label):
-            language = _minus(language, self.scalar(i))
-        return language
+        """The DFA of the scalars whose label in ``context`` is ``label`` (ANY: all), or None."""
+        if len(context) == 1:  # the common case, without a product
+            (i,) = context
+            return self.scalar(i) if label else _minus(ANY, self.scalar(i))
+        return self.partition(context).region(label)
 
     def finite_values(self, i: int):
         """The values node ``i`` allows, {JSON-equality key: value}, when they are
@@ -249,27 +257,16 @@ class _Builder:
         if len(ids) <= MAX_SUBSETS:
             return [frozenset(ids[k] for k in range(len(ids)) if mask >> k & 1) for mask in range(1 << len(ids))]
         context = frozenset(ids)
-        labels = set(self.partition(context))
+        labels = set(self.partition(context).labels())
         for kind in ("object", "array"):
             labels |= self._product(context, kind).possible_labels(0)
         return sorted(labels, key=sorted)
 
-    def partition(self, context) -> dict:
-        """label -> the non-empty scalar region of that label in ``context``."""
+    def partition(self, context) -> "_Partition":
         hit = self._partitions.get(context)
         if hit is None:
-            cells = [(ANY, frozenset())]
-            for i in sorted(context):
-                language = self.scalar(i)
-                refined = []
-                for region, label in cells:
-                    inside, outside = _and(region, language), _minus(region, language)
-                    if inside is not None:
-                        refined.append((inside, label | {i}))
-                    if outside is not None:
-                        refined.append((outside, label))
-                cells = refined
-            hit = self._partitions[context] = {label: region for region, label in cells}
+            nodes = sorted(context)
+            hit = self._partitions[context] = _Partition(nodes, [self.scalar(i) for i in nodes])
         return hit
 
     # Objects: "{" then members, each with a declared key (in order, or skipped) or
@@ -436,6 +433,73 @@ def _equality_key(value):
     return (type(value).__name__ if isinstance(value, (bool, str)) or value is None else "number", value)
 
 
+class _Partition:
+    """The scalars split by which of some languages they belong to: one product
+    automaton of all of them, and a minimal DFA per label on demand."""
+
+    def __init__(self, nodes: list, languages: list):
+        self.nodes = nodes
+        scalars = _universe()[0]
+        dfas = [scalars] + [scalars if language is ANY else language for language in languages if language is not None]
+        self.bits = [k for k, language in enumerate(languages) if language is not None]  # column -> node index
+        # Breadth-first over tuples of states, a whole layer at a time, on byte
+        # classes no DFA tells apart; -1 is dead.
+        byte_class, _ = dfa.byte_classes(np.vstack([d.transitions for d in dfas]))
+        first_byte = np.unique(byte_class, return_index=True)[1]
+        tables = [np.vstack([d.transitions[:, first_byte], np.full((1, len(first_byte)), -1, dtype=np.int32)])
+                  for d in dfas]
+        weights = np.random.default_rng(0).integers(1, 2**62, size=len(dfas))
+        ids = {tuple(0 for _ in dfas): 0}
+        states = [np.zeros(len(dfas), dtype=np.int64)]
+        rows: list = []
+        layer = np.zeros((1, len(dfas)), dtype=np.int64)
+        while len(layer):
+            following = np.stack([table[layer[:, k]] for k, table in enumerate(tables)], axis=-1)  # (F, classes, k)
+            following[following[:, :, 0] < 0] = -1  # only scalars
+            flat = following.reshape(-1, len(dfas)).astype(np.int64)
+            with np.errstate(over="ignore"):
+                _, first, inverse = np.unique(flat @ weights, return_index=True, return_inverse=True)
+            if not np.array_equal(flat[first][inverse.ravel()], flat):  # a hash collision: compare whole rows
+                _, first, inverse = np.unique(flat, axis=0, return_index=True, return_inverse=True)
+            targets = np.full(len(first), -1, dtype=np.int32)
+            fresh = []
+            for u, column in enumerate(flat[first].tolist()):
+                if column[0] >= 0:
+                    key = tuple(column)
+                    if key not in ids:
+                        ids[key] = len(ids)
+                        fresh.append(column)
+                    targets[u] = ids[key]
+            if len(ids) > dfa.MAX_STATES:
+                raise ConstrainedError("the schema is too complex to compile: the scalar languages combined at one "
+                                       f"place exceed {dfa.MAX_STATES} automaton states")
+            rows.append(targets[inverse.ravel()].reshape(len(layer), -1))
+            layer = np.array(fresh, dtype=np.int64).reshape(-1, len(dfas))
+            states.extend(layer)
+        self.transitions = np.ascontiguousarray(np.vstack(rows)[:, byte_class])
+        comps = np.array(states)
+        member = np.zeros((len(states), len(dfas)), dtype=bool)
+        for k, d in enumerate(dfas):
+            live = comps[:, k] >= 0
+            member[live, k] = d.accepting[comps[live, k]]
+        self.accepting = member[:, 0]
+        self.member = member[:, 1:]
+        self._regions: dict = {}
+
+    def _label(self, row) -> frozenset:
+        return frozenset(self.nodes[self.bits[k]] for k in np.flatnonzero(row))
+
+    def labels(self) -> set:
+        return {self._label(row) for row in np.unique(self.member[self.accepting], axis=0)}
+
+    def region(self, label: frozenset):
+        if label not in self._regions:
+            wanted = np.array([self.nodes[k] in label for k in self.bits], dtype=bool)
+            accepting = self.accepting & (self.member == wanted).all(axis=1)
+            self._regions[label] = dfa.minimize(self.transitions, accepting) if accepting.any() else None
+        return self._regions[label]
+
+
 def _unmet(alive, label) -> int:
     """The sets (bits) whose requirement a value with ``label`` does not meet."""
     return sum(1 << k for k, r in alive if r == FALSE or (r != TRUE and r not in label))
@@ -519,7 +583,7 @@ class _ObjectProduct(_Product):
                 if name not in keys:
                     keys.append(name)
         self.keys = keys
-        self.key_languages = [json_strings.string_literal(k) for k in keys]
+        self.key_languages = [scalar_literal(k) for k in keys]
         self.requires = [sum(1 << k for k, atom in enumerate(self.sets) if name in atom.required) for name in keys]
         self.requires_from = [0] * (len(keys) + 1)
         for position in range(len(keys) - 1, -1, -1):
@@ -559,7 +623,7 @@ class _ObjectProduct(_Product):
         """The undeclared keys, split into regions where every set asks the same."""
         rest = strings
         if self.keys:
-            rest = _nonempty(dfa.difference(strings, dfa.union(*self.key_languages)))
+            rest = _nonempty(dfa.difference(strings, json_strings.enum_strings(self.keys)))
         splitters = []
         for atom, names in zip(self.sets, self.names):
             splitters += [language for _, language, _ in atom.patterns]

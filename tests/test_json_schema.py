@@ -210,7 +210,7 @@ def test_pydantic_model():
      "no JSON value"),
     ({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"}, "refers to itself"),
     ({"$ref": "#/$defs/b", "$defs": {"b": {"$ref": "#/$defs/b"}}}, "cycle"),
-    ({"type": "string", "format": "no-such-format"}, "'format' at the schema root"),
+    ({"type": "string", "format": "idn-hostname"}, "'format' at the schema root"),
     ("{not json", "not valid JSON"),
     (42, "a schema is"),
 ])
@@ -233,6 +233,10 @@ def test_annotations_and_unknown_keywords_are_ignored():
     grammar = json_schema(schema)
     assert accepts(grammar, 1) and not accepts(grammar, "1")
     assert grammar.ignored_keywords == ("x-vendor at the schema root",)
+    # A format no draft defines is an annotation too.
+    custom = json_schema({"type": "string", "format": "int32", "maxLength": 2})
+    assert accepts(custom, "ab") and not accepts(custom, "abc")
+    assert custom.ignored_keywords == ("format 'int32' at the schema root",)
     assert "JSON Schema" in grammar.description
 
 
