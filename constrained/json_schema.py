@@ -85,6 +85,7 @@ REFUSED = {
     "$recursiveRef": "dynamic scopes are not supported",
 }
 _STRING_KEYWORDS = ("minLength", "maxLength", "pattern", "format")
+LONG_STRING = 64  # plain strings allowed more code points than this are counted by grammar rules, not one DFA
 # Formats the drafts define: enforced, or refused where they cannot be. Others are annotations.
 SPEC_FORMATS = (
     "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
@@ -140,6 +141,7 @@ class Node:
     one_of: tuple = ()  # groups of node ids: exactly one holds in each
     not_: tuple = ()  # node ids that must not hold
     values: tuple = ()  # the scalar values its enum / const lists
+    long_string: tuple | None = None  # (minLength, maxLength or None): strings counted by the grammar, not in scalar
 
     @property
     def combines(self) -> tuple:
@@ -384,7 +386,7 @@ class Schemas:
                 self._refuse(key, pointer, REFUSED[key])
         types = self._types(schema, pointer)
         node = Node(pointer)
-        node.scalar = self._scalar(schema, pointer, types)
+        node.scalar = self._scalar(schema, pointer, types, node)
         node.obj = self._object(schema, pointer, base) if "object" in types else None
         node.arr = self._array(schema, pointer, base) if "array" in types else None
         self._combinators(schema, pointer, base, node)
@@ -422,7 +424,9 @@ class Schemas:
 
     # Scalars.
 
-    def _scalar(self, schema: dict, pointer: str, types: set):
+    def _scalar(self, schema: dict, pointer: str, types: set, node: Node):
+        """The DFA of the scalars the schema's own keywords allow (ANY: all, None:
+        none); long plain strings go to ``node.long_string`` instead."""
         parts = []
         if "null" in types:
             parts.append(dfa.literal(b"null"))
@@ -432,7 +436,11 @@ class Schemas:
         if "number" in types or "integer" in types:
             parts.append(self._number(schema, pointer, integer="number" not in types))
         if "string" in types:
-            parts.append(self._string(schema, pointer))
+            strings = self._string(schema, pointer)
+            if isinstance(strings, tuple):
+                node.long_string = strings
+            else:
+                parts.append(strings)
         parts = [p for p in parts if p is not None]
         if not parts:
             return None
@@ -488,6 +496,8 @@ class Schemas:
                 args[key] = schema[key]
         if args.get("format") not in (None,) + SPEC_FORMATS:  # a custom format only annotates
             self.ignored.add(f"format {args.pop('format')!r} at {_where(pointer)}")
+        if set(args) <= {"min_length", "max_length"} and max(args.values(), default=0) > LONG_STRING:
+            return args.get("min_length", 0), args.get("max_length")
         for key in ("format", "pattern"):  # each on its own first, to name what fails
             if key in args:
                 try:
@@ -509,6 +519,12 @@ class Schemas:
             raise ConstrainedError(f"malformed schema: 'enum' at {_where(pointer)} must be a list")
         node.values += tuple(v for v in values if not isinstance(v, (dict, list)))
         strings = [v for v in values if isinstance(v, str)]
+        if node.long_string is not None:  # the listed strings of fitting length, as a DFA like the rest
+            low, high = node.long_string
+            fitting = [v for v in strings if low <= len(v) and (high is None or len(v) <= high)]
+            if fitting:
+                node.scalar = _or_languages(node.scalar, _enum_strings(tuple(fitting)))
+            node.long_string = None
         literals = [scalar_literal(v) for v in values if not isinstance(v, (dict, list, str))]
         if strings:
             literals.append(_enum_strings(tuple(strings)))
@@ -686,6 +702,10 @@ def _subschemas(schema: dict, pointer: str):
         elif key in ("items", "additionalItems", "additionalProperties", "contains", "propertyNames", "not", "if",
                      "then", "else", "unevaluatedItems", "unevaluatedProperties"):
             yield value, here
+
+
+def _or_languages(a, b):
+    return b if a is None else a if a is ANY else dfa.union(a, b)
 
 
 def _nonempty(language):

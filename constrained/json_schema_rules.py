@@ -39,16 +39,31 @@ MAX_SETS = 12  # object (array) keyword sets combined for one value
 MAX_CHILDREN = 24  # schemas classifying one member or item together
 MAX_SUBSETS = 4  # child contexts up to this size try all their labels (2**n)
 MAX_UNIQUE = 8  # distinct values uniqueItems can track (2**n states)
+LONG_CHUNK = 16  # code points per lexeme of a long string (json_schema.LONG_STRING)
+_QUOTE = '"\\""'  # the lark literal for a double quote
 MAX_COUNT = 1_000  # positions counted for minItems/maxItems, minProperties/maxProperties, ...
 
 
 @lru_cache(maxsize=None)
 def _universe():
-    """(all JSON scalars, all JSON strings) as DFAs."""
+    """(all JSON scalars, all JSON strings, all other scalars) as DFAs."""
     strings = json_strings.string()
-    scalars = dfa.union(dfa.literal(b"null"), dfa.literal(b"true"), dfa.literal(b"false"), json_numbers.number(),
-                        strings)
-    return scalars, strings
+    others = dfa.union(dfa.literal(b"null"), dfa.literal(b"true"), dfa.literal(b"false"), json_numbers.number())
+    return dfa.union(others, strings), strings, others
+
+
+@lru_cache(maxsize=256)
+def _string_content(lengths: tuple):
+    """The text between the quotes of the strings with these numbers of code
+    points (a raw '"' never occurs inside a JSON string, so it is the closing quote)."""
+    quoted = dfa.union(*[json_strings.string(min_length=n, max_length=n) for n in lengths])
+    quote = ord('"')
+    closing = quoted.transitions[:, quote]
+    accepting = np.zeros(quoted.n_states, dtype=bool)
+    accepting[closing >= 0] = quoted.accepting[closing[closing >= 0]]
+    inside = quoted.transitions.copy()
+    inside[:, quote] = -1
+    return dfa.minimize(inside, accepting, start=int(quoted.transitions[0, quote]))
 
 
 def _nonempty(language):
@@ -108,6 +123,7 @@ class _Builder:
         self._scalar_memo: dict = {}
         self._products: dict = {}
         self._partitions: dict = {}
+        self._length_splits: dict = {}
 
     # Names and the work list.
 
@@ -150,9 +166,12 @@ class _Builder:
 
     def _value(self, context, label) -> list:
         alternatives = []
-        region = self.scalar_region(context, label)
+        lengths = self.length_split(context)
+        region = self.scalar_region(context, label, nonstring=lengths is not None)
         if region is not None:
             alternatives.append((self.terminal(_universe()[0] if region is ANY else region, "SCALAR"),))
+        if lengths is not None and lengths.get(label):
+            alternatives.append((_QUOTE, self._long_string(tuple(lengths[label]), 0)))
         obj = self.object_start(context, label)
         if obj is not None:
             alternatives.append(('"{"', obj))
@@ -161,34 +180,114 @@ class _Builder:
             alternatives.append(('"["', arr))
         return alternatives
 
-    def scalar(self, i: int):
-        """The scalar language of node ``i`` (ANY, None or a DFA), combinators included."""
-        if i in self._scalar_memo:
-            if self._scalar_memo[i] is _IN_PROGRESS:
+    def scalar(self, i: int, nonstring: bool = False):
+        """The scalar language of node ``i`` (ANY, None or a DFA), combinators
+        included; only its numbers, booleans and null with ``nonstring``."""
+        key = (i, nonstring)
+        if key in self._scalar_memo:
+            if self._scalar_memo[key] is _IN_PROGRESS:
                 self._cycle(i)
-            return self._scalar_memo[i]
-        self._scalar_memo[i] = _IN_PROGRESS
+            return self._scalar_memo[key]
+        self._scalar_memo[key] = _IN_PROGRESS
         node = self.schemas.node(i)
-        language = node.scalar
+        if nonstring:
+            language = _and(node.scalar, _universe()[2])
+        elif node.long_string is not None:
+            language = _or([node.scalar, self._long_string_dfa(node)])
+        else:
+            language = node.scalar
         for j in node.all_of:
-            language = _and(language, self.scalar(j))
+            language = _and(language, self.scalar(j, nonstring))
         for group in node.any_of:
-            language = _and(language, _or([self.scalar(j) for j in group]))
+            language = _and(language, _or([self.scalar(j, nonstring) for j in group]))
         for group in node.one_of:
-            parts = [self.scalar(j) for j in group]
+            parts = [self.scalar(j, nonstring) for j in group]
             exactly_one = [_minus(p, _or(parts[:k] + parts[k + 1:])) for k, p in enumerate(parts)]
             language = _and(language, _or(exactly_one))
         for j in node.not_:
-            language = _minus(language, self.scalar(j))
-        self._scalar_memo[i] = language
+            language = _minus(language, self.scalar(j, nonstring))
+        self._scalar_memo[key] = language
         return language
 
-    def scalar_region(self, context, label):
+    def _long_string_dfa(self, node):
+        """The strings of ``node.long_string`` as one DFA, where they meet other
+        string constraints (patterns, formats, enums, keys)."""
+        low, high = node.long_string
+        try:
+            return _nonempty(json_strings.string(min_length=low, max_length=high))
+        except ConstrainedError as e:
+            raise ConstrainedError(
+                f"minLength/maxLength at {_where(node.pointer)} cannot be enforced where the string also meets a "
+                f"pattern, format, enum or property name: {e}") from None
+
+    def scalar_region(self, context, label, nonstring: bool = False):
         """The DFA of the scalars whose label in ``context`` is ``label`` (ANY: all), or None."""
         if len(context) == 1:  # the common case, without a product
             (i,) = context
-            return self.scalar(i) if label else _minus(ANY, self.scalar(i))
-        return self.partition(context).region(label)
+            language = self.scalar(i, nonstring)
+            return language if label else _minus(_universe()[2] if nonstring else ANY, language)
+        return self.partition(context, nonstring).region(label)
+
+    # Long strings: '"', chunks of LONG_CHUNK code points, a shorter tail, '"'.
+
+    def length_split(self, context):
+        """When strings in ``context`` are told apart by their length only and some
+        schema counts more than LONG_STRING code points: label -> [(low, high or
+        None)] lengths. Else None (strings are classified by DFAs)."""
+        if context in self._length_splits:
+            return self._length_splits[context]
+        order = self.closure(context)
+        nodes = [self.schemas.node(i) for i in order]
+        split = None
+        if any(n.long_string for n in nodes) and all(n.long_string or self._string_kind(n) is not None for n in nodes):
+            points = sorted({0} | {p for n in nodes if n.long_string for p in (n.long_string[0], n.long_string[1])
+                                   if p is not None} | {n.long_string[1] + 1 for n in nodes
+                                                          if n.long_string and n.long_string[1] is not None})
+            split = {}
+            for k, low in enumerate(points):
+                high = points[k + 1] - 1 if k + 1 < len(points) else None
+                atoms = {i: (n.long_string[0] <= low and (n.long_string[1] is None or
+                                                           (high is not None and high <= n.long_string[1])))
+                         if n.long_string else self._string_kind(n) for i, n in zip(order, nodes)}
+                label = _label(self.schemas, order, atoms, context)
+                split.setdefault(label, []).append((low, high))
+        self._length_splits[context] = split
+        return split
+
+    def _string_kind(self, node):
+        """Whether a node's own keywords allow every string (True), none (False),
+        or only some (None)."""
+        if node.scalar is None or node.scalar is ANY:
+            return node.scalar is ANY
+        strings = _universe()[1]
+        if dfa.is_empty(dfa.intersect(node.scalar, strings)):
+            return False
+        return True if dfa.is_empty(dfa.difference(strings, node.scalar)) else None
+
+    def _long_string(self, lengths: tuple, level: int) -> str:
+        """The rest of a string after its opening quote and ``level`` chunks,
+        whose length is in ``lengths``."""
+        def member(n):
+            return any(low <= n and (high is None or n <= high) for low, high in lengths)
+
+        top = max(max(low, high + 1 if high is not None else 0) for low, high in lengths)
+        last = -(-top // LONG_CHUNK)  # from this level on, every length behaves the same
+
+        def build():
+            base = level * LONG_CHUNK
+            alternatives = [(_QUOTE,)] if member(base) else []
+            tail = tuple(t for t in range(1, LONG_CHUNK) if member(base + t))
+            if tail:
+                alternatives.append((self.terminal(_string_content(tail), "TEXT"), _QUOTE))
+            if level >= last:
+                if member(base):
+                    alternatives.append((self.terminal(_string_content((LONG_CHUNK,)), "TEXT"), self._long_string(
+                        lengths, level)))
+            elif any(member(n) for n in range(base + LONG_CHUNK, max(top, base + LONG_CHUNK) + 1)):
+                alternatives.append((self.terminal(_string_content((LONG_CHUNK,)), "TEXT"),
+                                     self._long_string(lengths, level + 1)))
+            return alternatives
+        return self._rule(("string", lengths, min(level, last)), "string", build)
 
     def finite_values(self, i: int):
         """The values node ``i`` allows, {JSON-equality key: value}, when they are
@@ -257,16 +356,18 @@ class _Builder:
         if len(ids) <= MAX_SUBSETS:
             return [frozenset(ids[k] for k in range(len(ids)) if mask >> k & 1) for mask in range(1 << len(ids))]
         context = frozenset(ids)
-        labels = set(self.partition(context).labels())
+        lengths = self.length_split(context)
+        labels = set(self.partition(context, nonstring=lengths is not None).labels()) | set(lengths or ())
         for kind in ("object", "array"):
             labels |= self._product(context, kind).possible_labels(0)
         return sorted(labels, key=sorted)
 
-    def partition(self, context) -> "_Partition":
-        hit = self._partitions.get(context)
+    def partition(self, context, nonstring: bool = False) -> "_Partition":
+        hit = self._partitions.get((context, nonstring))
         if hit is None:
             nodes = sorted(context)
-            hit = self._partitions[context] = _Partition(nodes, [self.scalar(i) for i in nodes])
+            hit = self._partitions[(context, nonstring)] = _Partition(
+                nodes, [self.scalar(i, nonstring) for i in nodes], _universe()[2] if nonstring else None)
         return hit
 
     # Objects: "{" then members, each with a declared key (in order, or skipped) or
@@ -434,13 +535,14 @@ def _equality_key(value):
 
 
 class _Partition:
-    """The scalars split by which of some languages they belong to: one product
-    automaton of all of them, and a minimal DFA per label on demand."""
+    """A universe (the scalars, or the non-string ones) split by which of some
+    languages (``nodes`` names them) its texts belong to: one product automaton
+    of all of them, and a minimal DFA per label on demand."""
 
-    def __init__(self, nodes: list, languages: list):
+    def __init__(self, nodes: list, languages: list, universe=None):
         self.nodes = nodes
-        scalars = _universe()[0]
-        dfas = [scalars] + [scalars if language is ANY else language for language in languages if language is not None]
+        universe = _universe()[0] if universe is None else universe
+        dfas = [universe] + [universe if language is ANY else language for language in languages if language is not None]
         self.bits = [k for k, language in enumerate(languages) if language is not None]  # column -> node index
         # Breadth-first over tuples of states, a whole layer at a time, on byte
         # classes no DFA tells apart; -1 is dead.
@@ -455,7 +557,7 @@ class _Partition:
         layer = np.zeros((1, len(dfas)), dtype=np.int64)
         while len(layer):
             following = np.stack([table[layer[:, k]] for k, table in enumerate(tables)], axis=-1)  # (F, classes, k)
-            following[following[:, :, 0] < 0] = -1  # only scalars
+            following[following[:, :, 0] < 0] = -1  # only the universe's texts
             flat = following.reshape(-1, len(dfas)).astype(np.int64)
             with np.errstate(over="ignore"):
                 _, first, inverse = np.unique(flat @ weights, return_index=True, return_inverse=True)
@@ -500,6 +602,20 @@ class _Partition:
         return self._regions[label]
 
 
+def _label(schemas, order, atoms: dict, context) -> frozenset:
+    """The nodes of ``context`` a value satisfies, given whether it satisfies each
+    node's own keywords (``atoms``); ``order`` lists nodes after those they combine."""
+    truth = {}
+    for i in order:
+        node = schemas.node(i)
+        truth[i] = atoms[i] and (
+            all(truth[j] for j in node.all_of)
+            and all(any(truth[j] for j in g) for g in node.any_of)
+            and all(sum(truth[j] for j in g) == 1 for g in node.one_of)
+            and not any(truth[j] for j in node.not_))
+    return frozenset(i for i in context if truth[i])
+
+
 def _unmet(alive, label) -> int:
     """The sets (bits) whose requirement a value with ``label`` does not meet."""
     return sum(1 << k for k, r in alive if r == FALSE or (r != TRUE and r not in label))
@@ -533,17 +649,10 @@ class _Product:
         """The label of a value whose sets hold as the bits of ``results`` say."""
         hit = self._labels.get(results)
         if hit is None:
-            truth = dict(self.constant)
+            atoms = dict(self.constant)
             for k, i in enumerate(self.set_nodes):
-                truth[i] = bool(results >> k & 1)
-            for i in self.order:
-                node = self.builder.schemas.node(i)
-                truth[i] = truth[i] and (
-                    all(truth[j] for j in node.all_of)
-                    and all(any(truth[j] for j in g) for g in node.any_of)
-                    and all(sum(truth[j] for j in g) == 1 for g in node.one_of)
-                    and not any(truth[j] for j in node.not_))
-            hit = self._labels[results] = frozenset(i for i in self.context if truth[i])
+                atoms[i] = bool(results >> k & 1)
+            hit = self._labels[results] = _label(self.builder.schemas, self.order, atoms, self.context)
         return hit
 
     def possible_labels(self, failed: int) -> set:
