@@ -50,7 +50,8 @@ Semantics (draft 2020-12, plus the draft-04/06/07 spellings ``definitions``,
 """
 
 import json as json_lib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from urllib.parse import unquote, urldefrag, urljoin
 
@@ -84,6 +85,13 @@ REFUSED = {
     "$recursiveRef": "dynamic scopes are not supported",
 }
 _STRING_KEYWORDS = ("minLength", "maxLength", "pattern", "format")
+LONG_STRING = 64  # plain strings allowed more code points than this are counted by grammar rules, not one DFA
+# Formats the drafts define: enforced, or refused where they cannot be. Others are annotations.
+SPEC_FORMATS = (
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
+    "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer",
+    "relative-json-pointer", "regex",
+)
 _NUMBER_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 _ROOT_URI = "https://constrained.invalid/schema.json"
 
@@ -133,6 +141,7 @@ class Node:
     one_of: tuple = ()  # groups of node ids: exactly one holds in each
     not_: tuple = ()  # node ids that must not hold
     values: tuple = ()  # the scalar values its enum / const lists
+    long_string: tuple | None = None  # (minLength, maxLength or None): strings counted by the grammar, not in scalar
 
     @property
     def combines(self) -> tuple:
@@ -377,7 +386,7 @@ class Schemas:
                 self._refuse(key, pointer, REFUSED[key])
         types = self._types(schema, pointer)
         node = Node(pointer)
-        node.scalar = self._scalar(schema, pointer, types)
+        node.scalar = self._scalar(schema, pointer, types, node)
         node.obj = self._object(schema, pointer, base) if "object" in types else None
         node.arr = self._array(schema, pointer, base) if "array" in types else None
         self._combinators(schema, pointer, base, node)
@@ -415,7 +424,9 @@ class Schemas:
 
     # Scalars.
 
-    def _scalar(self, schema: dict, pointer: str, types: set):
+    def _scalar(self, schema: dict, pointer: str, types: set, node: Node):
+        """The DFA of the scalars the schema's own keywords allow (ANY: all, None:
+        none); long plain strings go to ``node.long_string`` instead."""
         parts = []
         if "null" in types:
             parts.append(dfa.literal(b"null"))
@@ -425,7 +436,11 @@ class Schemas:
         if "number" in types or "integer" in types:
             parts.append(self._number(schema, pointer, integer="number" not in types))
         if "string" in types:
-            parts.append(self._string(schema, pointer))
+            strings = self._string(schema, pointer)
+            if isinstance(strings, tuple):
+                node.long_string = strings
+            else:
+                parts.append(strings)
         parts = [p for p in parts if p is not None]
         if not parts:
             return None
@@ -449,13 +464,12 @@ class Schemas:
                 args[name] = self._number_value(schema, key, pointer)
         if "multiple_of" in args and args["multiple_of"] <= 0:
             raise ConstrainedError(f"malformed schema: 'multipleOf' at {_where(pointer)} must be positive")
-        build = json_numbers.integer if integer else json_numbers.number
         try:
-            return _nonempty(build(**args))
+            return _number_language(integer, **args)
         except ConstrainedError as e:
             keys = ", ".join(repr(k) for k in _NUMBER_KEYWORDS if k in schema)
             self._refuse(keys or "type", pointer, str(e))
-            return _nonempty(build())
+            return _number_language(integer)
 
     def _number_value(self, schema: dict, key: str, pointer: str):
         value = schema[key]
@@ -480,20 +494,22 @@ class Schemas:
                 if not isinstance(schema[key], str):
                     raise ConstrainedError(f"malformed schema: {key!r} at {_where(pointer)} must be a string")
                 args[key] = schema[key]
-        try:
-            return _nonempty(json_strings.string(**args))
-        except ConstrainedError as e:
-            # Skip what cannot be enforced (lenient), keeping the rest: format first, then pattern.
-            for key in ("format", "pattern"):
-                if key in args:
+        if args.get("format") not in (None,) + SPEC_FORMATS:  # a custom format only annotates
+            self.ignored.add(f"format {args.pop('format')!r} at {_where(pointer)}")
+        if set(args) <= {"min_length", "max_length"} and max(args.values(), default=0) > LONG_STRING:
+            return args.get("min_length", 0), args.get("max_length")
+        for key in ("format", "pattern"):  # each on its own first, to name what fails
+            if key in args:
+                try:
+                    _string_language(**{key: args[key]})
+                except ConstrainedError as e:
                     self._refuse(key, pointer, str(e))
                     del args[key]
-                    try:
-                        return _nonempty(json_strings.string(**args))
-                    except ConstrainedError as again:
-                        e = again
-            self._refuse("minLength/maxLength", pointer, str(e))
-            return _nonempty(json_strings.string())
+        try:
+            return _string_language(**args)
+        except ConstrainedError as e:
+            self._refuse("/".join(k for k in _STRING_KEYWORDS if k in schema), pointer, str(e))
+            return _string_language()
 
     def _restrict_to_values(self, node: Node, schema: dict, key: str, pointer: str) -> None:
         """``enum`` / ``const``: the scalar part becomes those literals; objects and
@@ -502,7 +518,16 @@ class Schemas:
         if not isinstance(values, list):
             raise ConstrainedError(f"malformed schema: 'enum' at {_where(pointer)} must be a list")
         node.values += tuple(v for v in values if not isinstance(v, (dict, list)))
-        literals = [scalar_literal(v) for v in values if not isinstance(v, (dict, list))]
+        strings = [v for v in values if isinstance(v, str)]
+        if node.long_string is not None:  # the listed strings of fitting length, as a DFA like the rest
+            low, high = node.long_string
+            fitting = [v for v in strings if low <= len(v) and (high is None or len(v) <= high)]
+            if fitting:
+                node.scalar = _or_languages(node.scalar, _enum_strings(tuple(fitting)))
+            node.long_string = None
+        literals = [scalar_literal(v) for v in values if not isinstance(v, (dict, list, str))]
+        if strings:
+            literals.append(_enum_strings(tuple(strings)))
         scalar = dfa.union(*literals) if len(literals) > 1 else literals[0] if literals else None
         if node.scalar is None or scalar is None:
             node.scalar = None
@@ -545,7 +570,7 @@ class Schemas:
         patterns = []
         for pattern in self._map(schema, "patternProperties", pointer):
             try:
-                key_language = json_strings.string(pattern=pattern)
+                key_language = _string_language(pattern=pattern)
             except ConstrainedError as e:
                 self._refuse("patternProperties", f"{pointer}/patternProperties/{_escape(pattern)}", str(e))
                 continue
@@ -679,10 +704,30 @@ def _subschemas(schema: dict, pointer: str):
             yield value, here
 
 
+def _or_languages(a, b):
+    return b if a is None else a if a is ANY else dfa.union(a, b)
+
+
 def _nonempty(language):
     return None if language is None or dfa.is_empty(language) else language
 
 
+@lru_cache(maxsize=4096)
+def _string_language(**args):
+    return _nonempty(json_strings.string(**args))
+
+
+@lru_cache(maxsize=1024)
+def _enum_strings(values: tuple):
+    return json_strings.enum_strings(values) if len(values) > 1 else json_strings.string_literal(values[0])
+
+
+@lru_cache(maxsize=1024)
+def _number_language(integer: bool, **args):
+    return _nonempty((json_numbers.integer if integer else json_numbers.number)(**args))
+
+
+@lru_cache(maxsize=16384, typed=True)  # typed: 1, 1.0 and True are different literals
 def scalar_literal(value):
     """The DFA of every JSON spelling of the scalar ``value``."""
     if value is None:

@@ -28,6 +28,8 @@ at the end.
 import json
 from functools import lru_cache
 
+import numpy as np
+
 from . import dfa, json_numbers, json_strings
 from .errors import ConstrainedError
 from .json_schema import ANY, FALSE, TRUE, ArrayAtom, Schemas, _where, scalar_literal
@@ -37,16 +39,31 @@ MAX_SETS = 12  # object (array) keyword sets combined for one value
 MAX_CHILDREN = 24  # schemas classifying one member or item together
 MAX_SUBSETS = 4  # child contexts up to this size try all their labels (2**n)
 MAX_UNIQUE = 8  # distinct values uniqueItems can track (2**n states)
+LONG_CHUNK = 16  # code points per lexeme of a long string (json_schema.LONG_STRING)
+_QUOTE = '"\\""'  # the lark literal for a double quote
 MAX_COUNT = 1_000  # positions counted for minItems/maxItems, minProperties/maxProperties, ...
 
 
 @lru_cache(maxsize=None)
 def _universe():
-    """(all JSON scalars, all JSON strings) as DFAs."""
+    """(all JSON scalars, all JSON strings, all other scalars) as DFAs."""
     strings = json_strings.string()
-    scalars = dfa.union(dfa.literal(b"null"), dfa.literal(b"true"), dfa.literal(b"false"), json_numbers.number(),
-                        strings)
-    return scalars, strings
+    others = dfa.union(dfa.literal(b"null"), dfa.literal(b"true"), dfa.literal(b"false"), json_numbers.number())
+    return dfa.union(others, strings), strings, others
+
+
+@lru_cache(maxsize=256)
+def _string_content(lengths: tuple):
+    """The text between the quotes of the strings with these numbers of code
+    points (a raw '"' never occurs inside a JSON string, so it is the closing quote)."""
+    quoted = dfa.union(*[json_strings.string(min_length=n, max_length=n) for n in lengths])
+    quote = ord('"')
+    closing = quoted.transitions[:, quote]
+    accepting = np.zeros(quoted.n_states, dtype=bool)
+    accepting[closing >= 0] = quoted.accepting[closing[closing >= 0]]
+    inside = quoted.transitions.copy()
+    inside[:, quote] = -1
+    return dfa.minimize(inside, accepting, start=int(quoted.transitions[0, quote]))
 
 
 def _nonempty(language):
@@ -98,12 +115,15 @@ class _Builder:
         self.rules: dict = {}  # name -> list of alternatives (tuples of symbols)
         self.terminal_dfas: dict = {}  # name -> DFA
         self._terminal_names: dict = {}  # DFA bytes -> name
+        self._terminal_ids: dict = {}  # id(DFA) -> name
+        self._keep: list = []
         self._names: dict = {}  # key -> rule name
         self._todo: list = []  # (name, function building its alternatives)
         self._alternatives = 0
         self._scalar_memo: dict = {}
         self._products: dict = {}
         self._partitions: dict = {}
+        self._length_splits: dict = {}
 
     # Names and the work list.
 
@@ -126,11 +146,16 @@ class _Builder:
             self.rules[name] = alternatives
 
     def terminal(self, language, hint: str) -> str:
-        key = (language.transitions.tobytes(), language.accepting.tobytes())
-        name = self._terminal_names.get(key)
+        """The terminal of a DFA; equal languages (minimal DFAs with equal tables) share one."""
+        name = self._terminal_ids.get(id(language))
         if name is None:
-            name = self._terminal_names[key] = f"{hint}{len(self._terminal_names)}"
-            self.terminal_dfas[name] = language
+            key = (language.transitions.tobytes(), language.accepting.tobytes())
+            name = self._terminal_names.get(key)
+            if name is None:
+                name = self._terminal_names[key] = f"{hint}{len(self._terminal_names)}"
+                self.terminal_dfas[name] = language
+            self._terminal_ids[id(language)] = name
+            self._keep.append(language)  # ids stay unique while the builder lives
         return name
 
     # Values.
@@ -141,9 +166,12 @@ class _Builder:
 
     def _value(self, context, label) -> list:
         alternatives = []
-        region = self.scalar_region(context, label)
+        lengths = self.length_split(context)
+        region = self.scalar_region(context, label, nonstring=lengths is not None)
         if region is not None:
             alternatives.append((self.terminal(_universe()[0] if region is ANY else region, "SCALAR"),))
+        if lengths is not None and lengths.get(label):
+            alternatives.append((_QUOTE, self._long_string(tuple(lengths[label]), 0)))
         obj = self.object_start(context, label)
         if obj is not None:
             alternatives.append(('"{"', obj))
@@ -152,35 +180,114 @@ class _Builder:
             alternatives.append(('"["', arr))
         return alternatives
 
-    def scalar(self, i: int):
-        """The scalar language of node ``i`` (ANY, None or a DFA), combinators included."""
-        if i in self._scalar_memo:
-            if self._scalar_memo[i] is _IN_PROGRESS:
+    def scalar(self, i: int, nonstring: bool = False):
+        """The scalar language of node ``i`` (ANY, None or a DFA), combinators
+        included; only its numbers, booleans and null with ``nonstring``."""
+        key = (i, nonstring)
+        if key in self._scalar_memo:
+            if self._scalar_memo[key] is _IN_PROGRESS:
                 self._cycle(i)
-            return self._scalar_memo[i]
-        self._scalar_memo[i] = _IN_PROGRESS
+            return self._scalar_memo[key]
+        self._scalar_memo[key] = _IN_PROGRESS
         node = self.schemas.node(i)
-        language = node.scalar
+        if nonstring:
+            language = _and(node.scalar, _universe()[2])
+        elif node.long_string is not None:
+            language = _or([node.scalar, self._long_string_dfa(node)])
+        else:
+            language = node.scalar
         for j in node.all_of:
-            language = _and(language, self.scalar(j))
+            language = _and(language, self.scalar(j, nonstring))
         for group in node.any_of:
-            language = _and(language, _or([self.scalar(j) for j in group]))
+            language = _and(language, _or([self.scalar(j, nonstring) for j in group]))
         for group in node.one_of:
-            parts = [self.scalar(j) for j in group]
+            parts = [self.scalar(j, nonstring) for j in group]
             exactly_one = [_minus(p, _or(parts[:k] + parts[k + 1:])) for k, p in enumerate(parts)]
             language = _and(language, _or(exactly_one))
         for j in node.not_:
-            language = _minus(language, self.scalar(j))
-        self._scalar_memo[i] = language
+            language = _minus(language, self.scalar(j, nonstring))
+        self._scalar_memo[key] = language
         return language
 
-    def scalar_region(self, context, label):
-        language = ANY
-        for i in sorted(label):
-            language = _and(language, self.scalar(i))
-        for i in sorted(context - label):
-            language = _minus(language, self.scalar(i))
-        return language
+    def _long_string_dfa(self, node):
+        """The strings of ``node.long_string`` as one DFA, where they meet other
+        string constraints (patterns, formats, enums, keys)."""
+        low, high = node.long_string
+        try:
+            return _nonempty(json_strings.string(min_length=low, max_length=high))
+        except ConstrainedError as e:
+            raise ConstrainedError(
+                f"minLength/maxLength at {_where(node.pointer)} cannot be enforced where the string also meets a "
+                f"pattern, format, enum or property name: {e}") from None
+
+    def scalar_region(self, context, label, nonstring: bool = False):
+        """The DFA of the scalars whose label in ``context`` is ``label`` (ANY: all), or None."""
+        if len(context) == 1:  # the common case, without a product
+            (i,) = context
+            language = self.scalar(i, nonstring)
+            return language if label else _minus(_universe()[2] if nonstring else ANY, language)
+        return self.partition(context, nonstring).region(label)
+
+    # Long strings: '"', chunks of LONG_CHUNK code points, a shorter tail, '"'.
+
+    def length_split(self, context):
+        """When strings in ``context`` are told apart by their length only and some
+        schema counts more than LONG_STRING code points: label -> [(low, high or
+        None)] lengths. Else None (strings are classified by DFAs)."""
+        if context in self._length_splits:
+            return self._length_splits[context]
+        order = self.closure(context)
+        nodes = [self.schemas.node(i) for i in order]
+        split = None
+        if any(n.long_string for n in nodes) and all(n.long_string or self._string_kind(n) is not None for n in nodes):
+            points = sorted({0} | {p for n in nodes if n.long_string for p in (n.long_string[0], n.long_string[1])
+                                   if p is not None} | {n.long_string[1] + 1 for n in nodes
+                                                          if n.long_string and n.long_string[1] is not None})
+            split = {}
+            for k, low in enumerate(points):
+                high = points[k + 1] - 1 if k + 1 < len(points) else None
+                atoms = {i: (n.long_string[0] <= low and (n.long_string[1] is None or
+                                                           (high is not None and high <= n.long_string[1])))
+                         if n.long_string else self._string_kind(n) for i, n in zip(order, nodes)}
+                label = _label(self.schemas, order, atoms, context)
+                split.setdefault(label, []).append((low, high))
+        self._length_splits[context] = split
+        return split
+
+    def _string_kind(self, node):
+        """Whether a node's own keywords allow every string (True), none (False),
+        or only some (None)."""
+        if node.scalar is None or node.scalar is ANY:
+            return node.scalar is ANY
+        strings = _universe()[1]
+        if dfa.is_empty(dfa.intersect(node.scalar, strings)):
+            return False
+        return True if dfa.is_empty(dfa.difference(strings, node.scalar)) else None
+
+    def _long_string(self, lengths: tuple, level: int) -> str:
+        """The rest of a string after its opening quote and ``level`` chunks,
+        whose length is in ``lengths``."""
+        def member(n):
+            return any(low <= n and (high is None or n <= high) for low, high in lengths)
+
+        top = max(max(low, high + 1 if high is not None else 0) for low, high in lengths)
+        last = -(-top // LONG_CHUNK)  # from this level on, every length behaves the same
+
+        def build():
+            base = level * LONG_CHUNK
+            alternatives = [(_QUOTE,)] if member(base) else []
+            tail = tuple(t for t in range(1, LONG_CHUNK) if member(base + t))
+            if tail:
+                alternatives.append((self.terminal(_string_content(tail), "TEXT"), _QUOTE))
+            if level >= last:
+                if member(base):
+                    alternatives.append((self.terminal(_string_content((LONG_CHUNK,)), "TEXT"), self._long_string(
+                        lengths, level)))
+            elif any(member(n) for n in range(base + LONG_CHUNK, max(top, base + LONG_CHUNK) + 1)):
+                alternatives.append((self.terminal(_string_content((LONG_CHUNK,)), "TEXT"),
+                                     self._long_string(lengths, level + 1)))
+            return alternatives
+        return self._rule(("string", lengths, min(level, last)), "string", build)
 
     def finite_values(self, i: int):
         """The values node ``i`` allows, {JSON-equality key: value}, when they are
@@ -249,27 +356,18 @@ class _Builder:
         if len(ids) <= MAX_SUBSETS:
             return [frozenset(ids[k] for k in range(len(ids)) if mask >> k & 1) for mask in range(1 << len(ids))]
         context = frozenset(ids)
-        labels = set(self.partition(context))
+        lengths = self.length_split(context)
+        labels = set(self.partition(context, nonstring=lengths is not None).labels()) | set(lengths or ())
         for kind in ("object", "array"):
             labels |= self._product(context, kind).possible_labels(0)
         return sorted(labels, key=sorted)
 
-    def partition(self, context) -> dict:
-        """label -> the non-empty scalar region of that label in ``context``."""
-        hit = self._partitions.get(context)
+    def partition(self, context, nonstring: bool = False) -> "_Partition":
+        hit = self._partitions.get((context, nonstring))
         if hit is None:
-            cells = [(ANY, frozenset())]
-            for i in sorted(context):
-                language = self.scalar(i)
-                refined = []
-                for region, label in cells:
-                    inside, outside = _and(region, language), _minus(region, language)
-                    if inside is not None:
-                        refined.append((inside, label | {i}))
-                    if outside is not None:
-                        refined.append((outside, label))
-                cells = refined
-            hit = self._partitions[context] = {label: region for region, label in cells}
+            nodes = sorted(context)
+            hit = self._partitions[(context, nonstring)] = _Partition(
+                nodes, [self.scalar(i, nonstring) for i in nodes], _universe()[2] if nonstring else None)
         return hit
 
     # Objects: "{" then members, each with a declared key (in order, or skipped) or
@@ -436,6 +534,88 @@ def _equality_key(value):
     return (type(value).__name__ if isinstance(value, (bool, str)) or value is None else "number", value)
 
 
+class _Partition:
+    """A universe (the scalars, or the non-string ones) split by which of some
+    languages (``nodes`` names them) its texts belong to: one product automaton
+    of all of them, and a minimal DFA per label on demand."""
+
+    def __init__(self, nodes: list, languages: list, universe=None):
+        self.nodes = nodes
+        universe = _universe()[0] if universe is None else universe
+        dfas = [universe] + [universe if language is ANY else language for language in languages if language is not None]
+        self.bits = [k for k, language in enumerate(languages) if language is not None]  # column -> node index
+        # Breadth-first over tuples of states, a whole layer at a time, on byte
+        # classes no DFA tells apart; -1 is dead.
+        byte_class, _ = dfa.byte_classes(np.vstack([d.transitions for d in dfas]))
+        first_byte = np.unique(byte_class, return_index=True)[1]
+        tables = [np.vstack([d.transitions[:, first_byte], np.full((1, len(first_byte)), -1, dtype=np.int32)])
+                  for d in dfas]
+        weights = np.random.default_rng(0).integers(1, 2**62, size=len(dfas))
+        ids = {tuple(0 for _ in dfas): 0}
+        states = [np.zeros(len(dfas), dtype=np.int64)]
+        rows: list = []
+        layer = np.zeros((1, len(dfas)), dtype=np.int64)
+        while len(layer):
+            following = np.stack([table[layer[:, k]] for k, table in enumerate(tables)], axis=-1)  # (F, classes, k)
+            following[following[:, :, 0] < 0] = -1  # only the universe's texts
+            flat = following.reshape(-1, len(dfas)).astype(np.int64)
+            with np.errstate(over="ignore"):
+                _, first, inverse = np.unique(flat @ weights, return_index=True, return_inverse=True)
+            if not np.array_equal(flat[first][inverse.ravel()], flat):  # a hash collision: compare whole rows
+                _, first, inverse = np.unique(flat, axis=0, return_index=True, return_inverse=True)
+            targets = np.full(len(first), -1, dtype=np.int32)
+            fresh = []
+            for u, column in enumerate(flat[first].tolist()):
+                if column[0] >= 0:
+                    key = tuple(column)
+                    if key not in ids:
+                        ids[key] = len(ids)
+                        fresh.append(column)
+                    targets[u] = ids[key]
+            if len(ids) > dfa.MAX_STATES:
+                raise ConstrainedError("the schema is too complex to compile: the scalar languages combined at one "
+                                       f"place exceed {dfa.MAX_STATES} automaton states")
+            rows.append(targets[inverse.ravel()].reshape(len(layer), -1))
+            layer = np.array(fresh, dtype=np.int64).reshape(-1, len(dfas))
+            states.extend(layer)
+        self.transitions = np.ascontiguousarray(np.vstack(rows)[:, byte_class])
+        comps = np.array(states)
+        member = np.zeros((len(states), len(dfas)), dtype=bool)
+        for k, d in enumerate(dfas):
+            live = comps[:, k] >= 0
+            member[live, k] = d.accepting[comps[live, k]]
+        self.accepting = member[:, 0]
+        self.member = member[:, 1:]
+        self._regions: dict = {}
+
+    def _label(self, row) -> frozenset:
+        return frozenset(self.nodes[self.bits[k]] for k in np.flatnonzero(row))
+
+    def labels(self) -> set:
+        return {self._label(row) for row in np.unique(self.member[self.accepting], axis=0)}
+
+    def region(self, label: frozenset):
+        if label not in self._regions:
+            wanted = np.array([self.nodes[k] in label for k in self.bits], dtype=bool)
+            accepting = self.accepting & (self.member == wanted).all(axis=1)
+            self._regions[label] = dfa.minimize(self.transitions, accepting) if accepting.any() else None
+        return self._regions[label]
+
+
+def _label(schemas, order, atoms: dict, context) -> frozenset:
+    """The nodes of ``context`` a value satisfies, given whether it satisfies each
+    node's own keywords (``atoms``); ``order`` lists nodes after those they combine."""
+    truth = {}
+    for i in order:
+        node = schemas.node(i)
+        truth[i] = atoms[i] and (
+            all(truth[j] for j in node.all_of)
+            and all(any(truth[j] for j in g) for g in node.any_of)
+            and all(sum(truth[j] for j in g) == 1 for g in node.one_of)
+            and not any(truth[j] for j in node.not_))
+    return frozenset(i for i in context if truth[i])
+
+
 def _unmet(alive, label) -> int:
     """The sets (bits) whose requirement a value with ``label`` does not meet."""
     return sum(1 << k for k, r in alive if r == FALSE or (r != TRUE and r not in label))
@@ -469,17 +649,10 @@ class _Product:
         """The label of a value whose sets hold as the bits of ``results`` say."""
         hit = self._labels.get(results)
         if hit is None:
-            truth = dict(self.constant)
+            atoms = dict(self.constant)
             for k, i in enumerate(self.set_nodes):
-                truth[i] = bool(results >> k & 1)
-            for i in self.order:
-                node = self.builder.schemas.node(i)
-                truth[i] = truth[i] and (
-                    all(truth[j] for j in node.all_of)
-                    and all(any(truth[j] for j in g) for g in node.any_of)
-                    and all(sum(truth[j] for j in g) == 1 for g in node.one_of)
-                    and not any(truth[j] for j in node.not_))
-            hit = self._labels[results] = frozenset(i for i in self.context if truth[i])
+                atoms[i] = bool(results >> k & 1)
+            hit = self._labels[results] = _label(self.builder.schemas, self.order, atoms, self.context)
         return hit
 
     def possible_labels(self, failed: int) -> set:
@@ -519,7 +692,7 @@ class _ObjectProduct(_Product):
                 if name not in keys:
                     keys.append(name)
         self.keys = keys
-        self.key_languages = [json_strings.string_literal(k) for k in keys]
+        self.key_languages = [scalar_literal(k) for k in keys]
         self.requires = [sum(1 << k for k, atom in enumerate(self.sets) if name in atom.required) for name in keys]
         self.requires_from = [0] * (len(keys) + 1)
         for position in range(len(keys) - 1, -1, -1):
@@ -561,7 +734,7 @@ class _ObjectProduct(_Product):
         """The undeclared keys, split into regions where every set asks the same."""
         rest = strings
         if self.keys:
-            rest = _nonempty(dfa.difference(strings, dfa.union(*self.key_languages)))
+            rest = _nonempty(dfa.difference(strings, json_strings.enum_strings(self.keys)))
         splitters = []
         for atom, names in zip(self.sets, self.names):
             splitters += [language for _, language, _ in atom.patterns]

@@ -43,6 +43,11 @@ CASES = [
     ("multipleOf", {"type": "integer", "multipleOf": 3}, [0, 3, -9, 300], [1, 10]),
     ("string length", {"type": "string", "minLength": 2, "maxLength": 3}, ["ab", "abc", "é✓"], ["a", "abcd", ""]),
     ("pattern", {"type": "string", "pattern": "[0-9]{3}"}, ["123", "ab123cd"], ["12", "abc"]),
+    ("long strings", {"type": ["string", "null"], "minLength": 20, "maxLength": 5000},
+     ["é" * 20, "x" * 5000, "\n" * 47, None], ["x" * 19, "x" * 5001, 1]),
+    ("long string lengths combined", {"anyOf": [{"maxLength": 100}, {"minLength": 200, "maxLength": 300}],
+                                      "not": {"minLength": 250, "maxLength": 260}},
+     ["", "x" * 100, "x" * 200, "x" * 249, "x" * 261], ["x" * 101, "x" * 250, "x" * 301, 5]),
     ("format", {"type": "string", "format": "date"}, ["2024-02-29", "1999-12-31"], ["2023-02-29", "24-1-1", "x"]),
     ("properties", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
                     "required": ["b"]},
@@ -210,7 +215,7 @@ def test_pydantic_model():
      "no JSON value"),
     ({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"}, "refers to itself"),
     ({"$ref": "#/$defs/b", "$defs": {"b": {"$ref": "#/$defs/b"}}}, "cycle"),
-    ({"type": "string", "format": "no-such-format"}, "'format' at the schema root"),
+    ({"type": "string", "format": "idn-hostname"}, "'format' at the schema root"),
     ("{not json", "not valid JSON"),
     (42, "a schema is"),
 ])
@@ -233,6 +238,10 @@ def test_annotations_and_unknown_keywords_are_ignored():
     grammar = json_schema(schema)
     assert accepts(grammar, 1) and not accepts(grammar, "1")
     assert grammar.ignored_keywords == ("x-vendor at the schema root",)
+    # A format no draft defines is an annotation too.
+    custom = json_schema({"type": "string", "format": "int32", "maxLength": 2})
+    assert accepts(custom, "ab") and not accepts(custom, "abc")
+    assert custom.ignored_keywords == ("format 'int32' at the schema root",)
     assert "JSON Schema" in grammar.description
 
 
