@@ -32,6 +32,9 @@ _MASK_CACHE = 50_000  # masks kept per grammar and vocabulary, keyed by stack su
 _WALK_CACHE = 2_000  # token walks from a lexer state kept per grammar and vocabulary
 _NODE_CACHE = 50_000  # walks of tokens that crossed into a new lexeme, kept likewise
 _TERMINALS_KEPT = 64  # terminals' token tables shared across grammars, per vocabulary (the most recent)
+_WHOLE_TABLE_STATES = 200  # terminals with more DFA states get a token row per state reached, not a whole table
+_ROWS_KEPT = 256  # such rows kept per terminal (the most recent)
+_EXITS_KEPT = 4096  # per terminal, states whose exits are kept
 
 
 class _Walk:
@@ -62,17 +65,18 @@ class GrammarIndex:
         self.eos = np.array(sorted(vocab.eos_ids), dtype=np.int64)
         usable = self.lengths > 0
         usable[self.eos] = False
-        self._usable = np.flatnonzero(usable)
-        self._first_byte = self.bytes[self._usable, 0]
-        # Where each token leads from a lexer state while some terminal stays alive:
-        # combined, per state on first use, from each terminal's own token table.
+        # The usable tokens (not EOS, not empty) grouped by first byte: the tokens a
+        # terminal state lets in are the groups of the bytes it does not die on.
+        self._first_byte = self.bytes[:, 0]
+        self._by_first = np.flatnonzero(usable)[np.argsort(self._first_byte[usable], kind="stable")]
+        self._first_starts = np.searchsorted(self._first_byte[self._by_first], np.arange(257))
+        # How every token fares from one state of one terminal, per terminal (shared across grammars).
         self._terminals = [_terminal_tokens(dfa, vocab) for dfa in self.lexer.dfas]
-        self._rows: dict = {}
         self.words = (vocab.size + 31) // 32
         self._walks: dict = {}
         self._nodes: dict = {}
-        self._completing: dict = {}
         self._singles: dict = {}
+        self._completing: dict = {}
         self._nothing = np.zeros(self.words, dtype=np.uint32)
         self._canon: dict = {}
         self._canon_ids: dict = {}
@@ -81,41 +85,6 @@ class GrammarIndex:
         self.bias_cache: OrderedDict = OrderedDict()
         self._eos_only = self._pack_ids(self.eos)
 
-    def _row(self, q: int) -> np.ndarray:
-        """For every token, the lexer state after its bytes from ``q`` while some
-        terminal stays alive, else the dead sentinel (cached per state)."""
-        row = self._rows.get(q)
-        if row is not None:
-            return row
-        lexer = self.lexer
-        n = lexer.n_states
-        alive = np.flatnonzero(lexer.components[q] >= 0)
-        if len(alive) == 1:  # inside most lexemes one terminal is left: one lookup per token
-            k = int(alive[0])
-            table, group = self._terminals[k].table, self._terminals[k].group
-            row = self._single(k)[table[lexer.components[q, k], group]]
-            row[self.eos] = n
-            self._rows[q] = row
-            return row
-        # Each live terminal's state after each token, then one product state per distinct combination.
-        ends = [self._terminals[k].table[lexer.components[q, k], self._terminals[k].group] for k in alive]
-        code = np.zeros(self.vocab.size, dtype=np.int64)
-        for end, k in zip(ends, alive):  # one code per distinct combination of the live terminals' states
-            size = self._terminals[k].table.shape[0] + 1
-            if int(code.max()) >= 2**62 // size:
-                code = np.unique(code, return_inverse=True)[1].ravel().astype(np.int64)
-            code = code * size + (end + 1)
-        _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
-        state = np.full(lexer.components.shape[1], -1, dtype=np.int64)
-        target = np.empty(len(first), dtype=np.int32)
-        for i, t in enumerate(first.tolist()):
-            state[alive] = [int(end[t]) for end in ends]
-            target[i] = lexer.state_of.get(tuple(state.tolist()), n)
-        row = target[inverse.ravel()].astype(np.int16 if n < 32767 else np.int32)
-        row[self.eos] = n
-        self._rows[q] = row
-        return row
-
     def _single(self, k: int) -> np.ndarray:
         """Lexer states where terminal ``k`` alone is alive, by its DFA state (last
         entry, for -1: the dead sentinel)."""
@@ -123,10 +92,8 @@ class GrammarIndex:
         if hit is None:
             lexer = self.lexer
             hit = np.full(lexer.dfas[k].n_states + 1, lexer.n_states, dtype=np.int16 if lexer.n_states < 32767 else np.int32)
-            state = [-1] * lexer.components.shape[1]
             for s in range(lexer.dfas[k].n_states):
-                state[k] = s
-                hit[s] = lexer.state_of.get(tuple(state), lexer.n_states)
+                hit[s] = lexer.state_of.get(((k, s),), lexer.n_states)
             self._singles[k] = hit
         return hit
 
@@ -139,6 +106,12 @@ class GrammarIndex:
             words = np.bitwise_or.reduce(_bytes_before_last(self.vocab)[entry], axis=0)
             hit = self._completing[key] = np.unpackbits(words.view(np.uint8), bitorder="little")[: self.vocab.size].view(bool)
         return hit
+
+    def starting_with(self, first: np.ndarray) -> np.ndarray:
+        """The usable tokens whose first byte is one of ``first`` (256 bools)."""
+        starts = self._first_starts
+        runs = [self._by_first[starts[b]:starts[b + 1]] for b in np.flatnonzero(first).tolist()]
+        return np.concatenate(runs) if runs else np.zeros(0, dtype=np.int64)
 
     def _pack_ids(self, ids) -> np.ndarray:
         """Packed words with the bits of ``ids`` set."""
@@ -155,11 +128,13 @@ class GrammarIndex:
         data = self.vocab.tokens[token]
         if not data:
             return None
-        row = self._rows.get(q)
-        if row is not None:
+        alive = self.lexer.alive_terminals[q]
+        if len(alive) == 1:  # inside most lexemes one terminal is left: its table answers
+            k = alive[0]
+            inner = self._terminals[k].known_next_state(int(self.lexer.components[q, k]), token)
+            end = self.lexer.n_states if inner is None else self._single(k)[inner]
             ctx = self.language.context(stack)[0]
-            end = row[token]
-            if ctx.alive_lark[end]:  # the token stays inside the lexeme: one lookup
+            if ctx.alive_lark[end]:  # the token stays inside the lexeme
                 return (int(end), stack) if ctx.alive_valid[end] else None
         return self.language.step(q, stack, data)
 
@@ -217,49 +192,44 @@ class GrammarIndex:
         hit = self._walks.get(key)
         if hit is not None:
             return hit
-        live = np.flatnonzero((self.lexer.components[q] >= 0) & ctx.acceptable)
-        if len(live) == 1:  # inside most lexemes: one terminal, whatever the grammar around it
-            k = int(live[0])
-            stay, first_out, tok, off = self._terminals[k].walk(int(self.lexer.components[q, k]), self)
-            if ctx.alive_valid[q]:  # k is valid here
-                result = _Walk(stay, int(ctx.choice[q]), first_out, {k: (tok, off)} if len(tok) else {})
-            else:
-                result = _Walk(self._nothing, -1, None, {})
+        components = self.lexer.components[q]
+        live = [k for k in self.lexer.alive_terminals[q] if ctx.acceptable[k]]
+        exits = [self._terminals[k].exits(int(components[k]), self) for k in live]
+        if not live or (len(live) == 1 and not ctx.valid[live[0]]):  # no terminal the parser shifts here
+            result = _Walk(self._nothing, -1, None, {})
+        elif len(live) == 1:  # inside most lexemes: one terminal, whatever the grammar around it
+            k, (stay, first_out, tok, off, _) = live[0], exits[0]
+            result = _Walk(stay, int(ctx.choice[q]), first_out, {k: (tok, off)} if len(tok) else {})
         else:
-            result = self._walk_product(q, ctx)
+            result = self._combine(q, ctx, live, exits)
         if len(self._walks) >= _WALK_CACHE:
             self._walks.clear()
         self._walks[key] = result
         return result
 
-    def _walk_product(self, q: int, ctx) -> _Walk:
-        """The ``_Walk`` from a lexer state where several terminals are alive."""
-        usable = self._usable
-        inside = np.zeros(self.vocab.size, dtype=bool)
-        # Tokens whose first byte does not fit the lexeme leave it at once.
-        first_out = ~ctx.alive_lark[self.lexer.trans[q]][self._first_byte]
-        end = self._row(q)[usable]
-        stays = ctx.alive_lark[end]  # the whole token stays inside the lexeme
-        inside[usable[stays & ctx.alive_valid[end]]] = True
-        # These leave the lexeme after a byte or more, or die. Leaving needs a complete
-        # lexeme, entered by a byte before the token's last: the others die.
-        entry = np.zeros(256, dtype=bool)
-        for k in np.flatnonzero(self.lexer.components[q] >= 0).tolist():
-            entry |= self._terminals[k].entry
-        may_leave = self._may_complete(entry)[usable]
-        tok = usable[~stays & ~first_out & may_leave]
-        ended, end_state, b_tok, b_off, b_state = self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, ctx.alive_lark)
-        inside[ended[ctx.alive_valid[end_state]]] = True
+    def _combine(self, q: int, ctx, live: list, exits: list) -> _Walk:
+        """The ``_Walk`` from a lexer state where several terminals are alive,
+        from each one's ``exits``: a token stays inside the lexeme if it stays
+        inside one of them, leaves at its first byte if all of them die there, and
+        can leave later only if it completes one of them. Where that one is the
+        only terminal its first byte enters (whitespace before a word), it decides
+        alone; the few others are walked through the product automaton."""
+        stays = np.bitwise_or.reduce([e[0] for e in exits])
+        inside = np.bitwise_or.reduce([e[0] for k, e in zip(live, exits) if ctx.valid[k]] or [self._nothing])
+        first_out = np.bitwise_and.reduce([e[1] for e in exits])
+        alone = np.sum([e[4] for e in exits], axis=0) == 1  # first bytes that enter one terminal only
+        parts, mixed = [], []
+        for k, (_, _, tok, off, _) in zip(live, exits):
+            by_k = alone[self._first_byte[tok]]
+            parts.append((tok[by_k], off[by_k], np.full(int(by_k.sum()), k if ctx.valid[k] else -1)))
+            mixed.append(tok[~by_k])
+        tok = np.unique(np.concatenate(mixed))
+        tok = tok[(stays[tok >> 5] >> (tok & 31).astype(np.uint32)) & 1 == 0]
+        _, _, b_tok, b_off, b_state = self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, ctx.alive_lark)
+        parts.append((b_tok, b_off, ctx.choice[b_state]))
         zero_term = int(ctx.choice[q])
-        zero_bits = self._pack_ids(usable[first_out]) if zero_term >= 0 else None
-        later = _by_terminal(b_tok, b_off, ctx.choice[b_state])
-        return _Walk(self._pack_bool(inside), zero_term, zero_bits, later)
-
-    def _pack_bool(self, allowed: np.ndarray) -> np.ndarray:
-        words = np.zeros(self.words * 4, dtype=np.uint8)
-        bits = np.packbits(allowed, bitorder="little")
-        words[: len(bits)] = bits
-        return words.view(np.uint32)
+        later = _by_terminal(*(np.concatenate(column) for column in zip(*parts)))
+        return _Walk(inside, zero_term, first_out if zero_term >= 0 else None, later)
 
     def _follow(self, path: tuple, tok, off, q: int, stack) -> list:
         """Arrays of the tokens among ``tok`` whose bytes from ``off`` on are allowed
@@ -336,6 +306,21 @@ def _token_matrix(vocab: Vocabulary):
     return hit
 
 
+_BY_LENGTH: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _tokens_by_length(vocab: Vocabulary):
+    """The tokens sorted by length (``order``), their bytes as (position, token)
+    ``columns``, and per position the first token (in that order) that long."""
+    hit = _BY_LENGTH.get(vocab)
+    if hit is None:
+        matrix, lengths = _token_matrix(vocab)
+        order = np.argsort(lengths, kind="stable")
+        runs = np.searchsorted(lengths[order], np.arange(matrix.shape[1]), side="right")
+        hit = _BY_LENGTH[vocab] = (np.ascontiguousarray(matrix[order].T), runs, order)
+    return hit
+
+
 _BEFORE_LAST: "weakref.WeakKeyDictionary[Vocabulary, np.ndarray]" = weakref.WeakKeyDictionary()
 
 
@@ -362,7 +347,7 @@ def _terminal_tokens(dfa: DFA, vocab: Vocabulary) -> "_TerminalTokens":
     key = hashlib.sha256(dfa.transitions.tobytes() + dfa.accepting.tobytes()).hexdigest()[:32]
     hit = per_vocab.get(key)
     if hit is None:
-        hit = per_vocab[key] = _TerminalTokens(dfa, vocab, *_stored_table(dfa, vocab, key))
+        hit = per_vocab[key] = _TerminalTokens(dfa, vocab, key)
         if len(per_vocab) > _TERMINALS_KEPT:  # grammars that are gone keep theirs through their index
             per_vocab.popitem(last=False)
     else:
@@ -371,9 +356,9 @@ def _terminal_tokens(dfa: DFA, vocab: Vocabulary) -> "_TerminalTokens":
 
 
 def _stored_table(dfa: DFA, vocab: Vocabulary, key: str):
-    """A terminal's token table (see ``_TerminalTokens``), kept on disk when it was
-    slow to build (a JSON string's takes ~0.15 s on 128k tokens; a keyword's,
-    milliseconds)."""
+    """A small terminal's token table (see ``_TerminalTokens``), kept on disk when
+    it was slow to build (a JSON string's takes ~0.15 s on 128k tokens; a
+    keyword's, milliseconds)."""
     path = cache_dir() / "tables" / f"{vocab.fingerprint}-{key}.npz"
     try:
         with np.load(path) as data:
@@ -383,7 +368,7 @@ def _stored_table(dfa: DFA, vocab: Vocabulary, key: str):
     token_group, group_next = walk_trie(dfa, vocab.trie)
     table = np.full((dfa.n_states, group_next.shape[0] + 1), -1, dtype=group_next.dtype)
     table[:, :-1] = group_next.T
-    if table.size > 100_000:
+    if 100_000 < table.size <= 8_000_000:  # worth keeping, and at most 16 MB
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
         np.savez(tmp, table=table, token_group=token_group)
@@ -392,33 +377,72 @@ def _stored_table(dfa: DFA, vocab: Vocabulary, key: str):
 
 
 class _TerminalTokens:
-    """A terminal's token table: ``table[s, group[t]]`` is its state after token t
-    from state s, -1 when it dies (also in the last column, for tokens dead
-    everywhere); and, per state, how the vocabulary fares when this terminal is
-    the only one left in the lexeme (``walk``)."""
+    """How a terminal's DFA fares on every token: ``next_states(s, tokens)``, its
+    state after each token from state s (-1 when it dies); and, per state, how
+    the vocabulary leaves it (``exits``). A small DFA has one table for all its
+    states (``table[s, group[t]]``, groups of tokens no state tells apart, built
+    in one trie walk); a large one (a string of at most 64 characters has ~1,300
+    states) gets a row per state on first use, from a walk of the trie from
+    that state alone, since only the states a generation reaches are needed."""
 
-    def __init__(self, dfa: DFA, vocab: Vocabulary, table: np.ndarray, group: np.ndarray):
-        self.dfa, self.table, self.group = dfa, table, group
+    def __init__(self, dfa: DFA, vocab: Vocabulary, key: str):
+        self.dfa, self.vocab = dfa, vocab
         n = dfa.n_states
+        self.table, self.group = _stored_table(dfa, vocab, key) if n <= _WHOLE_TABLE_STATES else (None, None)
+        self._rows: OrderedDict = OrderedDict()
         self.trans = np.vstack([np.where(dfa.transitions < 0, n, dfa.transitions), np.full((1, 256), n)]).astype(np.int32)
         self.alive = np.append(np.ones(n, dtype=bool), False)
         accepting = np.append(dfa.accepting, False)
         self.accepting = accepting
         self.entry = accepting[self.trans[:n]].any(axis=0)  # bytes that enter a complete state
-        self._walks: dict = {}
+        self._exits: OrderedDict = OrderedDict()
 
-    def walk(self, s: int, index: "GrammarIndex"):
-        """From state s: (packed tokens staying alive, packed tokens whose first byte
-        kills it, and the tokens that complete it and leave it later with the
-        offset of the byte that starts the next lexeme)."""
-        hit = self._walks.get(s)
+    def next_states(self, s: int, tokens) -> np.ndarray:
+        if self.table is not None:
+            return self.table[s, self.group[tokens]]
+        return self._row(s)[tokens]
+
+    def known_next_state(self, s: int, token: int):
+        """The state after ``token`` from s if that costs a lookup, else None."""
+        if self.table is not None:
+            return int(self.table[s, self.group[token]])
+        row = self._rows.get(s)
+        return None if row is None else int(row[token])
+
+    def _row(self, s: int) -> np.ndarray:
+        """Per token, the state after it from s (-1: dead), walking all tokens
+        byte by byte at once: shortest first, so each byte position updates one
+        contiguous run (a trie walk from one state visits most of the trie here)."""
+        row = self._rows.get(s)
+        if row is None:
+            columns, runs, order = _tokens_by_length(self.vocab)
+            state = np.full(len(order), s, dtype=np.int32)
+            state[: runs[0]] = self.dfa.n_states  # tokens without bytes
+            for j, first in enumerate(runs.tolist()):
+                state[first:] = self.trans[state[first:], columns[j, first:]]
+            row = np.empty_like(state)
+            row[order] = np.where(state == self.dfa.n_states, -1, state)
+            self._rows[s] = row
+            if len(self._rows) > _ROWS_KEPT:
+                self._rows.popitem(last=False)
+        return row
+
+    def exits(self, s: int, index: "GrammarIndex"):
+        """How the usable tokens fare from state s: (packed tokens that keep it
+        alive, packed tokens whose first byte kills it, and the tokens that
+        complete it and leave it later, with the offset of the byte that starts
+        the next lexeme; and the first bytes that do not kill it)."""
+        hit = self._exits.get(s)
         if hit is None:
-            usable = index._usable
-            stays = self.table[s, self.group[usable]] >= 0
-            first_out = ~self.alive[self.trans[s]][index._first_byte]
-            tok = usable[~stays & ~first_out & index._may_complete(self.entry)[usable]]
-            _, _, b_tok, b_off, b_state = index._walk(tok, np.zeros(len(tok), dtype=np.int64), s, self.alive, self.trans)
+            alive_bytes = self.trans[s] < self.dfa.n_states
+            tok = index.starting_with(alive_bytes)
+            stays = self.next_states(s, tok) >= 0
+            dying = tok[~stays]
+            dying = dying[index._may_complete(self.entry)[dying]]  # the others die incomplete
+            _, _, b_tok, b_off, b_state = index._walk(dying, np.zeros(len(dying), dtype=np.int64), s, self.alive, self.trans)
             complete = self.accepting[b_state]
-            hit = self._walks[s] = (index._pack_ids(usable[stays]), index._pack_ids(usable[first_out]),
-                                    b_tok[complete], b_off[complete])
+            hit = self._exits[s] = (index._pack_ids(tok[stays]), index._pack_ids(index.starting_with(~alive_bytes)),
+                                    b_tok[complete], b_off[complete], alive_bytes)
+            if len(self._exits) > _EXITS_KEPT:
+                self._exits.popitem(last=False)
         return hit

@@ -37,11 +37,12 @@ def bounded(dfa: DFA, limit: int) -> DFA:
 class LexContext:
     """The automaton's states as seen with one set of acceptable and valid terminals."""
 
-    __slots__ = ("key", "acceptable", "alive_lark", "alive_valid", "choice")
+    __slots__ = ("key", "acceptable", "valid", "alive_lark", "alive_valid", "choice")
 
-    def __init__(self, key, acceptable, alive_lark, alive_valid, choice):
+    def __init__(self, key, acceptable, valid, alive_lark, alive_valid, choice):
         self.key = key  # a small integer, unique per (acceptable, valid)
         self.acceptable = acceptable  # (terminals,) bool
+        self.valid = valid  # (terminals,) bool
         self.alive_lark = alive_lark  # (n + 1,) bool, the sentinel is False
         self.alive_valid = alive_valid  # (n + 1,) bool
         self.choice = choice  # (n + 1,) int: the terminal a complete lexeme is emitted as, -1 for none
@@ -58,8 +59,9 @@ class Lexer:
         self._contexts: dict = {}
 
     def _product(self, dfas) -> None:
+        # A state is keyed by its live terminals' (terminal, DFA state) pairs.
         n_terms = len(dfas)
-        starts = [tuple(0 for _ in dfas), tuple(-1 if self.ignored[k] else 0 for k in range(n_terms))]
+        starts = [tuple((t, 0) for t in range(n_terms)), tuple((t, 0) for t in range(n_terms) if not self.ignored[t])]
         ids: dict = {}
         order: list = []
         for s in starts:  # kept apart from all other states even when their tuples agree
@@ -67,19 +69,19 @@ class Lexer:
             order.append(s)
         self.q0, self.q0i = 0, 1
         self.starts = (0, 1)
-        dead_row = np.full(256, -1, dtype=np.int32)
         rows = []
         k = 0
         while k < len(order):
-            nxt = np.stack([dfas[t].transitions[s] if s >= 0 else dead_row for t, s in enumerate(order[k])], axis=1)
-            as_bytes = np.ascontiguousarray(nxt).view(np.dtype((np.void, 4 * n_terms))).ravel()
+            live = order[k]
+            nxt = np.stack([dfas[t].transitions[s] for t, s in live], axis=1) if live else np.full((256, 1), -1, np.int32)
+            as_bytes = np.ascontiguousarray(nxt).view(np.dtype((np.void, 4 * nxt.shape[1]))).ravel()
             _, first, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)  # distinct targets
             targets = np.empty(len(first), dtype=np.int32)
             for i, col in enumerate(nxt[first].tolist()):
-                if max(col) < 0:
+                key = (False, tuple((t, c) for (t, _), c in zip(live, col) if c >= 0))
+                if not key[1]:
                     targets[i] = -1
                     continue
-                key = (False, tuple(col))
                 if key not in ids:
                     ids[key] = len(order)
                     order.append(key[1])
@@ -87,11 +89,15 @@ class Lexer:
             rows.append(targets[inverse.ravel()])
             k += 1
         n = len(order)
-        comps = np.array(order, dtype=np.int64).reshape(n, n_terms)
+        comps = np.full((n, n_terms), -1, dtype=np.int64)
+        for i, live in enumerate(order):
+            for t, c in live:
+                comps[i, t] = c
         self.components = comps  # per state, each terminal's DFA state (-1: dead)
-        self.state_of = {key[1]: i for key, i in ids.items() if not key[0]}  # components -> state
+        self.state_of = {key[1]: i for key, i in ids.items() if not key[0]}  # live (terminal, state) pairs -> state
         self.n_states = n
         self.alive = comps >= 0
+        self.alive_terminals = [[t for t, _ in live] for live in order] + [[]]  # the sentinel's: none
         self.accepting = np.zeros((n, n_terms), dtype=bool)
         for t, dfa in enumerate(dfas):
             live = comps[:, t] >= 0
@@ -118,7 +124,7 @@ class Lexer:
         complete = (self.accepting & in_lark)[:, self.choice_order]
         first = self.choice_order[complete.argmax(axis=1)]
         choice = np.where(complete.any(axis=1) & in_valid[first], first, -1)
-        return LexContext(len(self._contexts), in_lark, alive_lark, alive_valid, np.append(choice, -1))
+        return LexContext(len(self._contexts), in_lark, in_valid, alive_lark, alive_valid, np.append(choice, -1))
 
     def check_lark_agrees(self, acceptable_sets, names, is_str, priority) -> None:
         """Refuse terminals that lark's lexer would split differently from the
