@@ -18,7 +18,9 @@ out right), compile error, timeout, crashed, valid rejected or invalid accepted
 Reports per subset and overall: counts, the mask + advance time per token and
 the time to first mask (compile + first mask). Prints markdown tables; a full
 run (no --subset, no --limit) writes benchmarks/results/maskbench.json and the
-section "## JSON Schema: MaskBench (issue 4)" of benchmarks/RESULTS.md.
+section "## JSON Schema: MaskBench (issue 4)" of benchmarks/RESULTS.md; a run with
+--limit N alone (the same N schemas every time, drawn across all subsets) writes
+maskbench_drawN.json and a section of its own.
 """
 
 import argparse
@@ -430,9 +432,13 @@ def main():
     }
     text = markdown(results, engines, args, " ".join(["python benchmarks/bench_maskbench.py", *sys.argv[1:]]))
     print(text)
-    full = not args.subset and args.limit is None
-    if full and not args.no_write:
+    if args.subset or args.no_write:
+        return
+    if args.limit is None:
         write_results(args.out, results, HEADING, text)
+    else:  # a fixed draw from the whole corpus (the same schemas on every run) gets its own file and section
+        write_results(args.out.with_name(f"{args.out.stem}_draw{args.limit}.json"), results,
+                      f"## JSON Schema: MaskBench, a fixed draw of {args.limit} schemas (issue 4)", text)
 
 
 if __name__ == "__main__":
