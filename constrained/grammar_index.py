@@ -1,18 +1,17 @@
 """A grammar over one vocabulary: which tokens are allowed in a (lexer state,
 parser stack) situation, as packed masks.
 
-For a lexer state and a context (acceptable and valid terminals), every token
-that stays inside the lexeme is settled by the terminals' own token tables
-(index.py's trie walk, per terminal, shared by every grammar using the same
-terminal); the others are sorted by where they leave the lexeme and as which
-terminal. That is cached per (lexer state as the context sees it, context),
-whatever the stack; inside most lexemes one terminal is left and the work is
-shared across contexts and grammars (``_TerminalTokens.walk``). Tokens that
-leave the lexeme are then followed from the parser stack, lexeme after lexeme,
-grouped by the terminal emitted; each such walk is remembered under its path of
-lexer states and contexts. A whole mask is remembered under the top states of
-the stack it read (lalr.SuffixMemo), so the same situation at another nesting
-depth costs a dictionary lookup.
+Each terminal knows, per state of its DFA, how every token fares: which tokens
+keep it alive, which die at their first byte, and which complete it and go on
+(``_TerminalTokens.exits``, from its token table: index.py's trie walk over all
+states for a small DFA, one row per state reached for a large one). These are
+shared by every grammar using the terminal. A lexer state where several
+terminals are alive combines their exits (``_combine``), so no step walks the
+whole vocabulary. Tokens that leave the lexeme are then followed from the parser
+stack, lexeme after lexeme, grouped by the terminal emitted; each such walk is
+remembered under its path of lexer states and contexts. A whole mask is
+remembered under the top states of the stack it read (lalr.SuffixMemo), so the
+same situation at another nesting depth costs a dictionary lookup.
 """
 
 import hashlib
