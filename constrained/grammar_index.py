@@ -222,8 +222,10 @@ class GrammarIndex:
             by_k = alone[self._first_byte[tok]]
             parts.append((tok[by_k], off[by_k], np.full(int(by_k.sum()), k if ctx.valid[k] else -1)))
             mixed.append(tok[~by_k])
-        tok = np.unique(np.concatenate(mixed))
-        tok = tok[(stays[tok >> 5] >> (tok & 31).astype(np.uint32)) & 1 == 0]
+        marked = np.zeros(self.words * 32, dtype=bool)
+        marked[np.concatenate(mixed)] = True
+        marked &= np.unpackbits(stays.view(np.uint8), bitorder="little") == 0
+        tok = np.flatnonzero(marked)
         _, _, b_tok, b_off, b_state = self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, ctx.alive_lark)
         parts.append((b_tok, b_off, ctx.choice[b_state]))
         zero_term = int(ctx.choice[q])
@@ -287,7 +289,14 @@ class GrammarIndex:
 
 def _by_terminal(tok, off, term) -> dict:
     """{terminal: (tokens, offsets)} for tokens leaving a lexeme emitted as ``term`` (-1: dropped)."""
-    return {t: (tok[term == t], off[term == t]) for t in np.unique(term[term >= 0]).tolist()}
+    emitted = term >= 0
+    tok, off, term = tok[emitted], off[emitted], term[emitted]
+    if not len(term):
+        return {}
+    order = np.argsort(term, kind="stable")
+    tok, off, term = tok[order], off[order], term[order]
+    cuts = np.flatnonzero(term[1:] != term[:-1]) + 1
+    return {int(t[0]): (a, b) for t, a, b in zip(np.split(term, cuts), np.split(tok, cuts), np.split(off, cuts))}
 
 
 def _cat(parts) -> np.ndarray:
