@@ -26,6 +26,7 @@ at the end.
 """
 
 import json
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -171,7 +172,7 @@ class _Builder:
         if region is not None:
             alternatives.append((self.terminal(_universe()[0] if region is ANY else region, "SCALAR"),))
         if lengths is not None and lengths.get(label):
-            alternatives.append((_QUOTE, self._long_string(tuple(lengths[label]), 0)))
+            alternatives.append((_QUOTE, self.long_string(tuple(lengths[label]))))
         obj = self.object_start(context, label)
         if obj is not None:
             alternatives.append(('"{"', obj))
@@ -264,30 +265,41 @@ class _Builder:
             return False
         return True if dfa.is_empty(dfa.difference(strings, node.scalar)) else None
 
-    def _long_string(self, lengths: tuple, level: int) -> str:
-        """The rest of a string after its opening quote and ``level`` chunks,
-        whose length is in ``lengths``."""
-        def member(n):
-            return any(low <= n and (high is None or n <= high) for low, high in lengths)
-
+    def long_string(self, lengths: tuple) -> str:
+        """The rest of a string after its opening quote, for strings whose number
+        of code points is in ``lengths``: chunks of LONG_CHUNK code points, a
+        shorter tail, the closing quote. Counting to n takes about 2 sqrt(n /
+        LONG_CHUNK) rules: runs of ``group`` chunks, then fewer than ``group``."""
         top = max(max(low, high + 1 if high is not None else 0) for low, high in lengths)
-        last = -(-top // LONG_CHUNK)  # from this level on, every length behaves the same
+        group = max(1, math.isqrt(top // LONG_CHUNK))
+        return self._groups(lengths, group) if group > 1 else self._chunks(lengths, None)
+
+    def _groups(self, lengths: tuple, group: int) -> str:
+        span = group * LONG_CHUNK
 
         def build():
-            base = level * LONG_CHUNK
-            alternatives = [(_QUOTE,)] if member(base) else []
-            tail = tuple(t for t in range(1, LONG_CHUNK) if member(base + t))
+            alternatives = [(self._chunks(_lengths_below(lengths, span), group - 1),)]
+            if _lengths_below(_shift(lengths, span), None):
+                # The run is written out, not a rule of its own: a rule shared by runs of different
+                # lengths would end where LALR merges what may follow it, tails of other lengths included.
+                chunk = self.terminal(_string_content((LONG_CHUNK,)), "TEXT")
+                alternatives.append((chunk,) * group + (self._groups(_shift(lengths, span), group),))
+            return alternatives
+        return self._rule(("groups", lengths, group), "string", build)
+
+    def _chunks(self, lengths: tuple, most: int | None) -> str:
+        """At most ``most`` more chunks (None: any number), then the tail."""
+        def build():
+            alternatives = [(_QUOTE,)] if _member(lengths, 0) else []
+            tail = tuple(t for t in range(1, LONG_CHUNK) if _member(lengths, t))
             if tail:
                 alternatives.append((self.terminal(_string_content(tail), "TEXT"), _QUOTE))
-            if level >= last:
-                if member(base):
-                    alternatives.append((self.terminal(_string_content((LONG_CHUNK,)), "TEXT"), self._long_string(
-                        lengths, level)))
-            elif any(member(n) for n in range(base + LONG_CHUNK, max(top, base + LONG_CHUNK) + 1)):
+            rest = _lengths_below(_shift(lengths, LONG_CHUNK), None if most is None else (most - 1) * LONG_CHUNK)
+            if rest and most != 0:
                 alternatives.append((self.terminal(_string_content((LONG_CHUNK,)), "TEXT"),
-                                     self._long_string(lengths, level + 1)))
+                                     self._chunks(rest, None if most is None else most - 1)))
             return alternatives
-        return self._rule(("string", lengths, min(level, last)), "string", build)
+        return self._rule(("chunks", lengths, most), "string", build)
 
     def finite_values(self, i: int):
         """The values node ``i`` allows, {JSON-equality key: value}, when they are
@@ -544,6 +556,7 @@ class _Partition:
         universe = _universe()[0] if universe is None else universe
         dfas = [universe] + [universe if language is ANY else language for language in languages if language is not None]
         self.bits = [k for k, language in enumerate(languages) if language is not None]  # column -> node index
+        self.never = {nodes[k] for k, language in enumerate(languages) if language is None}
         # Breadth-first over tuples of states, a whole layer at a time, on byte
         # classes no DFA tells apart; -1 is dead.
         byte_class, _ = dfa.byte_classes(np.vstack([d.transitions for d in dfas]))
@@ -595,11 +608,31 @@ class _Partition:
         return {self._label(row) for row in np.unique(self.member[self.accepting], axis=0)}
 
     def region(self, label: frozenset):
+        if label & self.never:
+            return None
         if label not in self._regions:
             wanted = np.array([self.nodes[k] in label for k in self.bits], dtype=bool)
             accepting = self.accepting & (self.member == wanted).all(axis=1)
             self._regions[label] = dfa.minimize(self.transitions, accepting) if accepting.any() else None
         return self._regions[label]
+
+
+def _member(lengths: tuple, n: int) -> bool:
+    return any(low <= n and (high is None or n <= high) for low, high in lengths)
+
+
+def _shift(lengths: tuple, by: int) -> tuple:
+    """The lengths minus ``by``, those that stay non-negative."""
+    return tuple((max(low - by, 0), None if high is None else high - by)
+                 for low, high in lengths if high is None or high >= by)
+
+
+def _lengths_below(lengths: tuple, limit: int | None) -> tuple:
+    """The lengths below ``limit`` plus a chunk's worth (what a tail can still add)."""
+    if limit is None:
+        return lengths
+    top = limit + LONG_CHUNK - 1
+    return tuple((low, top if high is None else min(high, top)) for low, high in lengths if low <= top)
 
 
 def _label(schemas, order, atoms: dict, context) -> frozenset:
