@@ -391,7 +391,7 @@ class _Builder:
             return None
         state = product.prepare()
         return self._rule(("ostart", context, label, state), "object",
-                          lambda: self._close(product, label, state, '"}"') + [(self._members(product, label, state),)])
+                          lambda: self._close(product, label, state, '"}"') + self._members(product, label, state))
 
     def _close(self, product, label, state, bracket: str) -> list:
         return [(bracket,)] if product.final_label(state) == label else []
@@ -399,28 +399,30 @@ class _Builder:
     def _object_later(self, product, label, state) -> str:
         return self._rule(("olater", product.context, label, state), "object",
                           lambda: self._close(product, label, state, '"}"')
-                          + [('","', self._members(product, label, state))])
+                          + [('","',) + alt for alt in self._members(product, label, state)])
 
-    def _members(self, product, label, state) -> str:
-        def build():
-            alternatives = self._declared_member(product, label, state)
-            for cell in product.cells:
-                if not self.strict or cell.allowed_strict:
-                    alternatives += self._member(product, label, state, cell.language, cell.requirements, state[0])
-            return alternatives + self._skip(product, label, state)
-        return self._rule(("omember", product.context, label, state), "member", build)
+    def _members(self, product, label, state) -> list:
+        """The alternatives for the next member: an undeclared key, or a declared
+        one at or after the state's position."""
+        alternatives = []
+        for cell in product.cells:
+            if not self.strict or cell.allowed_strict:
+                alternatives += self._member(product, label, state, cell.language, cell.requirements, state[0])
+        declared = self._declared(product, label, state)
+        return alternatives + ([(declared,)] if declared is not None else [])
 
-    def _skip(self, product, label, state) -> list:
-        """The members after ``state`` with the declared key at its position left
-        out, as a one-rule alternative (or none)."""
+    def _declared(self, product, label, state):
+        """The rule for a member with the declared key at the state's position, or
+        a later one (the keys in between left out), or None."""
         position, failed, count = state
         if position >= len(product.keys):
-            return []
-        after = (position + 1, failed | product.requires[position], count)
-        if not product.can_reach(after[1], label):
-            return []
-        return [(self._rule(("oskip", product.context, label, after), "member",
-                            lambda: self._declared_member(product, label, after) + self._skip(product, label, after)),)]
+            return None
+
+        def build():
+            after = (position + 1, failed | product.requires[position], count)
+            skip = self._declared(product, label, after) if product.can_reach(after[1], label) else None
+            return self._declared_member(product, label, state) + ([(skip,)] if skip is not None else [])
+        return self._rule(("odeclared", product.context, label, state), "member", build)
 
     def _declared_member(self, product, label, state) -> list:
         position = state[0]
