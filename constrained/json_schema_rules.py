@@ -20,9 +20,22 @@ whose label in context C is L:
 The product state of an object is (position among the declared keys, which
 keyword sets already failed, members so far); declared keys come in one
 order and undeclared ones anywhere between them. An array's state is
-(position, failed sets, ``contains`` matches per set). States that cannot lead
-to the wanted label are pruned; rules whose language is empty are removed
-at the end.
+(position, failed sets, ``contains`` matches per set, values seen per
+uniqueItems set). States that cannot lead to the wanted label are pruned;
+rules whose language is empty are removed at the end.
+
+Plain strings allowed more than json_schema.LONG_STRING code points (a
+maxLength of 65535 is common) would need a DFA of 20 states per code point;
+their length is counted by rules instead, over lexemes of LONG_CHUNK code
+points and a shorter tail. Where their strings must also meet a pattern,
+format or enum they become one DFA after all, or an error.
+
+Lexing stays unambiguous because the terminals a parser state accepts are
+disjoint (or, for string chunks and tails, a greedy longest match is right),
+and because every rule that several places share is followed by punctuation
+only: LALR merges the lookaheads of a shared rule's end, so a rule followed
+by DFA terminals in one place and other, overlapping ones elsewhere would let
+the lexer pick a terminal that is wrong for the stack at hand.
 """
 
 import json
