@@ -281,38 +281,47 @@ class _Builder:
     def long_string(self, lengths: tuple) -> str:
         """The rest of a string after its opening quote, for strings whose number
         of code points is in ``lengths``: chunks of LONG_CHUNK code points, a
-        shorter tail, the closing quote. Counting to n takes about 2 sqrt(n /
-        LONG_CHUNK) rules: runs of ``group`` chunks, then fewer than ``group``."""
-        top = max(max(low, high + 1 if high is not None else 0) for low, high in lengths)
-        group = max(1, math.isqrt(top // LONG_CHUNK))
-        return self._groups(lengths, group) if group > 1 else self._chunks(lengths, None)
+        shorter tail, the closing quote."""
+        chunk = self.terminal(_string_content((LONG_CHUNK,)), "TEXT")
 
-    def _groups(self, lengths: tuple, group: int) -> str:
-        span = group * LONG_CHUNK
+        def tail(lengths):
+            short = tuple(t for t in range(1, LONG_CHUNK) if _member(lengths, t))
+            return self.terminal(_string_content(short), "TEXT") if short else None
+        return self.counted(lengths, _Unit((chunk,), LONG_CHUNK, _QUOTE, tail))
+
+    def counted(self, lengths: tuple, unit: "_Unit") -> str:
+        """The rest of a sequence of units whose total (in code points or items)
+        is in ``lengths``. Counting to n takes about 2 sqrt(n / unit size) rules:
+        runs of ``group`` units, then fewer than ``group``, then the close."""
+        top = max(max(low, high + 1 if high is not None else 0) for low, high in lengths)
+        group = max(1, math.isqrt(top // unit.size))
+        return self._groups(lengths, unit, group) if group > 1 else self._units(lengths, unit, None)
+
+    def _groups(self, lengths: tuple, unit: "_Unit", group: int) -> str:
+        span = group * unit.size
 
         def build():
-            alternatives = [(self._chunks(_lengths_below(lengths, span), group - 1),)]
-            if _lengths_below(_shift(lengths, span), None):
+            alternatives = [(self._units(unit.below(lengths, span), unit, group - 1),)]
+            rest = _shift(lengths, span)
+            if rest:
                 # The run is written out, not a rule of its own: a rule shared by runs of different
                 # lengths would end where LALR merges what may follow it, tails of other lengths included.
-                chunk = self.terminal(_string_content((LONG_CHUNK,)), "TEXT")
-                alternatives.append((chunk,) * group + (self._groups(_shift(lengths, span), group),))
+                alternatives.append(unit.symbols * group + (self._groups(rest, unit, group),))
             return alternatives
-        return self._rule(("groups", lengths, group), "string", build)
+        return self._rule(("groups", lengths, unit.key, group), "count", build)
 
-    def _chunks(self, lengths: tuple, most: int | None) -> str:
-        """At most ``most`` more chunks (None: any number), then the tail."""
+    def _units(self, lengths: tuple, unit: "_Unit", most: int | None) -> str:
+        """At most ``most`` more units (None: any number), then the tail and the close."""
         def build():
-            alternatives = [(_QUOTE,)] if _member(lengths, 0) else []
-            tail = tuple(t for t in range(1, LONG_CHUNK) if _member(lengths, t))
-            if tail:
-                alternatives.append((self.terminal(_string_content(tail), "TEXT"), _QUOTE))
-            rest = _lengths_below(_shift(lengths, LONG_CHUNK), None if most is None else (most - 1) * LONG_CHUNK)
+            alternatives = [(unit.close,)] if _member(lengths, 0) else []
+            tail = unit.tail(lengths) if unit.tail else None
+            if tail is not None:
+                alternatives.append((tail, unit.close))
+            rest = unit.below(_shift(lengths, unit.size), None if most is None else (most - 1) * unit.size)
             if rest and most != 0:
-                alternatives.append((self.terminal(_string_content((LONG_CHUNK,)), "TEXT"),
-                                     self._chunks(rest, None if most is None else most - 1)))
+                alternatives.append(unit.symbols + (self._units(rest, unit, None if most is None else most - 1),))
             return alternatives
-        return self._rule(("chunks", lengths, most), "string", build)
+        return self._rule(("units", lengths, unit.key, most), "count", build)
 
     def finite_values(self, i: int):
         """The values node ``i`` allows, {JSON-equality key: value}, when they are
@@ -471,9 +480,44 @@ class _Builder:
                           lambda: self._close(product, label, state, '"]"') + self._items(product, label, state, ()))
 
     def _array_later(self, product, label, state) -> str:
+        counted = self._uniform_items(product, label, state)
+        if counted is not None:
+            return counted
         return self._rule(("alater", product.context, label, state), "array",
                           lambda: self._close(product, label, state, '"]"')
                           + self._items(product, label, state, ('","',)))
+
+    def _uniform_items(self, product, label, state):
+        """When every further item must meet the same requirement and only their
+        number still matters (minItems, maxItems): the counted rule for the rest
+        of the array; else None."""
+        position, failed, counts, seen = state
+        alive = [k for k in range(len(product.sets)) if not failed >> k & 1]
+        if any(product.sets[k].contains is not None or product.values[k] or position < len(product.sets[k].prefix)
+               for k in alive):
+            return None
+        requirements = [(k, product.sets[k].items) for k in alive]
+        ids = self._children([r for _, r in requirements])
+        viable = [child for child in self._labels(ids) if product.can_reach(failed | _unmet(requirements, child), label)]
+        if len(viable) != 1 or _unmet(requirements, viable[0]):
+            return None
+        most = min((product.sets[k].max_items for k in alive if product.sets[k].max_items is not None), default=None)
+        if most is not None and product.can_reach(
+                failed | sum(1 << k for k in alive if product.sets[k].max_items == most), label):
+            return None  # an item too many only fails some sets, which the label allows
+        points = sorted({position} | {product.sets[k].min_items for k in alive if product.sets[k].min_items > position}
+                        | ({most + 1} if most is not None else set()))
+        lengths = []
+        for i, low in enumerate(points):
+            if most is not None and low > most:
+                break
+            if product.final_label((min(low, product.count_cap), failed, counts, seen)) == label:
+                high = points[i + 1] - 1 if i + 1 < len(points) else None
+                lengths.append((low - position, None if high is None else high - position))
+        if not lengths:
+            return None
+        value = self.value(frozenset(ids), viable[0])
+        return self.counted(tuple(lengths), _Unit(('","', value), 1, '"]"'))
 
     def _items(self, product, label, state, separator) -> list:
         position, failed, counts, seen = state
@@ -642,12 +686,21 @@ def _shift(lengths: tuple, by: int) -> tuple:
                  for low, high in lengths if high is None or high >= by)
 
 
-def _lengths_below(lengths: tuple, limit: int | None) -> tuple:
-    """The lengths below ``limit`` plus a chunk's worth (what a tail can still add)."""
-    if limit is None:
-        return lengths
-    top = limit + LONG_CHUNK - 1
-    return tuple((low, top if high is None else min(high, top)) for low, high in lengths if low <= top)
+class _Unit:
+    """What counted rules repeat: ``symbols`` standing for ``size`` code points
+    (or one item), the closing symbol, and for strings ``tail(lengths)``: the
+    terminal of the shorter rests in ``lengths``."""
+
+    def __init__(self, symbols: tuple, size: int, close: str, tail=None):
+        self.symbols, self.size, self.close, self.tail = symbols, size, close, tail
+        self.key = (symbols, size, close)
+
+    def below(self, lengths: tuple, limit: int | None) -> tuple:
+        """The lengths below ``limit`` plus what a tail can still add."""
+        if limit is None:
+            return lengths
+        top = limit + self.size - 1
+        return tuple((low, top if high is None else min(high, top)) for low, high in lengths if low <= top)
 
 
 def _label(schemas, order, atoms: dict, context) -> frozenset:
