@@ -30,6 +30,11 @@ their length is counted by rules instead, over lexemes of LONG_CHUNK code
 points and a shorter tail. Where their strings must also meet a pattern,
 format or enum they become one DFA after all, or an error.
 
+Array items likewise get a rule per position only while something tells them
+apart (prefixItems, contains, uniqueItems, combined array schemas), up to
+MAX_COUNT of them; once every further item must meet one schema, their number
+is counted in runs of runs of items, a few dozen rules for maxItems 100000.
+
 Lexing stays unambiguous because the terminals a parser state accepts are
 disjoint (or, for string chunks and tails, a greedy longest match is right),
 and because every rule that several places share is followed by punctuation
@@ -55,7 +60,8 @@ MAX_SUBSETS = 4  # child contexts up to this size try all their labels (2**n)
 MAX_UNIQUE = 8  # distinct values uniqueItems can track (2**n states)
 LONG_CHUNK = 16  # code points per lexeme of a long string (json_schema.LONG_STRING)
 _QUOTE = '"\\""'  # the lark literal for a double quote
-MAX_COUNT = 1_000  # positions counted for minItems/maxItems, minProperties/maxProperties, ...
+RUN_BASE = 8  # runs of counted items, each this many of the next shorter
+MAX_COUNT = 500  # positions counted one rule each (minProperties/maxProperties, items along with contains, ...)
 
 
 @lru_cache(maxsize=None)
@@ -291,37 +297,51 @@ class _Builder:
 
     def counted(self, lengths: tuple, unit: "_Unit") -> str:
         """The rest of a sequence of units whose total (in code points or items)
-        is in ``lengths``. Counting to n takes about 2 sqrt(n / unit size) rules:
-        runs of ``group`` units, then fewer than ``group``, then the close."""
-        top = max(max(low, high + 1 if high is not None else 0) for low, high in lengths)
-        group = max(1, math.isqrt(top // unit.size))
-        return self._groups(lengths, unit, group) if group > 1 else self._units(lengths, unit, None)
+        is in ``lengths``, counted in runs: any number of the longest runs, then
+        fewer than make one of those of the next shorter runs, and so on down to
+        single units, then the tail and the close. Runs of ``shared`` units are
+        rules of their own, each of RUN_BASE shorter runs, so counting to n takes
+        about 2 RUN_BASE log n short rules; other runs are written out, one
+        level of about sqrt(n) units."""
+        top = max(max(low, high + 1 if high is not None else 0) for low, high in lengths) // unit.size
+        if unit.shared:
+            spans = [1]
+            while spans[-1] * RUN_BASE <= top:
+                spans.append(spans[-1] * RUN_BASE)
+        else:
+            group = max(1, math.isqrt(top))
+            spans = [1, group] if group > 1 else [1]
+        return self._count(lengths, unit, tuple(spans), None)
 
-    def _groups(self, lengths: tuple, unit: "_Unit", group: int) -> str:
-        span = group * unit.size
-
+    def _count(self, lengths: tuple, unit: "_Unit", spans: tuple, most: int | None) -> str:
+        """At most ``most`` (None: any number) runs of ``spans[-1]`` units, then
+        the rest in shorter runs."""
         def build():
-            alternatives = [(self._units(unit.below(lengths, span), unit, group - 1),)]
-            rest = _shift(lengths, span)
-            if rest:
-                # The run is written out, not a rule of its own: a rule shared by runs of different
-                # lengths would end where LALR merges what may follow it, tails of other lengths included.
-                alternatives.append(unit.symbols * group + (self._groups(rest, unit, group),))
-            return alternatives
-        return self._rule(("groups", lengths, unit.key, group), "count", build)
-
-    def _units(self, lengths: tuple, unit: "_Unit", most: int | None) -> str:
-        """At most ``most`` more units (None: any number), then the tail and the close."""
-        def build():
-            alternatives = [(unit.close,)] if _member(lengths, 0) else []
-            tail = unit.tail(lengths) if unit.tail else None
-            if tail is not None:
-                alternatives.append((tail, unit.close))
-            rest = unit.below(_shift(lengths, unit.size), None if most is None else (most - 1) * unit.size)
+            span = spans[-1] * unit.size
+            if len(spans) > 1:
+                alternatives = [(self._count(_clip(lengths, span - 1), unit, spans[:-1], spans[-1] // spans[-2] - 1),)]
+            else:
+                alternatives = [(unit.close,)] if _member(lengths, 0) else []
+                tail = unit.tail(lengths) if unit.tail else None
+                if tail is not None:
+                    alternatives.append((tail, unit.close))
+            rest = _clip(_shift(lengths, span), None if most is None else most * span - 1)
             if rest and most != 0:
-                alternatives.append(unit.symbols + (self._units(rest, unit, None if most is None else most - 1),))
+                later = self._count(rest, unit, spans, None if most is None else most - 1)
+                alternatives.append(self._run(unit, spans) + (later,))
             return alternatives
-        return self._rule(("units", lengths, unit.key, most), "count", build)
+        return self._rule(("count", lengths, unit.key, spans, most), "count", build)
+
+    def _run(self, unit: "_Unit", spans: tuple) -> tuple:
+        """The symbols of a run of ``spans[-1]`` units."""
+        if len(spans) == 1:
+            return unit.symbols
+        symbols = self._run(unit, spans[:-1]) * (spans[-1] // spans[-2])
+        if not unit.shared:
+            # Written out: a rule shared by runs of different lengths would end where LALR merges
+            # what may follow it, string tails of other lengths included.
+            return symbols
+        return (self._rule(("run", unit.key, spans), "count", lambda: [symbols]),)
 
     def finite_values(self, i: int):
         """The values node ``i`` allows, {JSON-equality key: value}, when they are
@@ -501,26 +521,35 @@ class _Builder:
         viable = [child for child in self._labels(ids) if product.can_reach(failed | _unmet(requirements, child), label)]
         if len(viable) != 1 or _unmet(requirements, viable[0]):
             return None
-        most = min((product.sets[k].max_items for k in alive if product.sets[k].max_items is not None), default=None)
-        if most is not None and product.can_reach(
-                failed | sum(1 << k for k in alive if product.sets[k].max_items == most), label):
-            return None  # an item too many only fails some sets, which the label allows
-        points = sorted({position} | {product.sets[k].min_items for k in alive if product.sets[k].min_items > position}
-                        | ({most + 1} if most is not None else set()))
+        # Item counts from here on where the label is the wanted one; beyond a set's maxItems the set fails.
+        bounds = [(product.sets[k].min_items, 0) for k in alive]
+        bounds += [(product.most_items(k) + 1, 1 << k) for k in alive if product.most_items(k) is not None]
+        points = sorted({position} | {count for count, _ in bounds if count > position})
         lengths = []
         for i, low in enumerate(points):
-            if most is not None and low > most:
-                break
-            if product.final_label((min(low, product.count_cap), failed, counts, seen)) == label:
-                high = points[i + 1] - 1 if i + 1 < len(points) else None
-                lengths.append((low - position, None if high is None else high - position))
-        if not lengths:
-            return None
+            over = sum(bit for count, bit in bounds if count <= low)
+            if product.final_label((min(low, product.count_cap), failed | over, counts, seen)) != label:
+                continue
+            high = points[i + 1] - 1 - position if i + 1 < len(points) else None
+            if lengths and lengths[-1][1] == low - position - 1:
+                lengths[-1] = (lengths[-1][0], high)
+            else:
+                lengths.append((low - position, high))
+        if not lengths:  # no number of items gives the label
+            return self._rule(("nothing",), "array", list)
         value = self.value(frozenset(ids), viable[0])
-        return self.counted(tuple(lengths), _Unit(('","', value), 1, '"]"'))
+        return self.counted(tuple(lengths), _Unit(('","', value), 1, '"]"', shared=True))
 
     def _items(self, product, label, state, separator) -> list:
         position, failed, counts, seen = state
+        if position >= MAX_COUNT:
+            k = max(range(len(product.sets)), key=lambda k: product.item_count(k))
+            raise ConstrainedError(
+                f"the array at {_where(self.schemas.node(product.set_nodes[k]).pointer)} would need a grammar rule "
+                f"per item beyond {MAX_COUNT} items: "
+                "items are counted without one only once every further item must meet one schema and nothing else "
+                "tells them apart (contains, uniqueItems, prefixItems, array schemas combined by anyOf, oneOf, not). "
+                f"Lower minItems/maxItems there to at most {MAX_COUNT}, or drop what tells the items apart")
         alive = [(k, product.item_requirement(k, position)) for k in range(len(product.sets)) if not failed >> k & 1]
         contains = {k: product.sets[k].contains for k, _ in alive if product.sets[k].contains is not None}
         distinct = {k: product.values[k] for k, _ in alive if product.values[k]}
@@ -689,18 +718,19 @@ def _shift(lengths: tuple, by: int) -> tuple:
 class _Unit:
     """What counted rules repeat: ``symbols`` standing for ``size`` code points
     (or one item), the closing symbol, and for strings ``tail(lengths)``: the
-    terminal of the shorter rests in ``lengths``."""
+    terminal of the shorter rests in ``lengths``. Runs of ``shared`` units may
+    be rules of their own: only punctuation follows their end."""
 
-    def __init__(self, symbols: tuple, size: int, close: str, tail=None):
-        self.symbols, self.size, self.close, self.tail = symbols, size, close, tail
+    def __init__(self, symbols: tuple, size: int, close: str, tail=None, shared: bool = False):
+        self.symbols, self.size, self.close, self.tail, self.shared = symbols, size, close, tail, shared
         self.key = (symbols, size, close)
 
-    def below(self, lengths: tuple, limit: int | None) -> tuple:
-        """The lengths below ``limit`` plus what a tail can still add."""
-        if limit is None:
-            return lengths
-        top = limit + self.size - 1
-        return tuple((low, top if high is None else min(high, top)) for low, high in lengths if low <= top)
+
+def _clip(lengths: tuple, top: int | None) -> tuple:
+    """The lengths up to ``top`` (None: all)."""
+    if top is None:
+        return lengths
+    return tuple((low, top if high is None else min(high, top)) for low, high in lengths if low <= top)
 
 
 def _label(schemas, order, atoms: dict, context) -> frozenset:
@@ -885,24 +915,33 @@ class _ArrayProduct(_Product):
     kind = "array"
 
     def _prepare(self):
-        self.count_cap = max((max(len(a.prefix), a.min_items, a.max_items + 1 if a.max_items is not None else 0)
-                              for a in self.sets), default=0)
+        self.values = [self._distinct_values(a) for a in self.sets]
+        self.count_cap = max((self.item_count(k) for k in range(len(self.sets))), default=0)
         where = _where(self.builder.schemas.node(self.set_nodes[0]).pointer) if self.sets else ""
-        if self.count_cap > MAX_COUNT:
-            raise ConstrainedError(f"minItems/maxItems/prefixItems of {self.count_cap - 1} at {where} are too large "
-                                   f"to enforce exactly (at most {MAX_COUNT})")
         self.contains_caps = [
             max(a.min_contains, a.max_contains + 1 if a.max_contains is not None else 0) if a.contains is not None
             else 0 for a in self.sets]
         if max(self.contains_caps, default=0) > MAX_COUNT:
             raise ConstrainedError(f"minContains/maxContains at {where} are too large to enforce exactly "
                                    f"(at most {MAX_COUNT})")
-        self.values = [self._distinct_values(a) for a in self.sets]
         return (0, 0, tuple(0 for _ in self.sets), tuple(0 for _ in self.sets))
 
+    def item_count(self, k: int) -> int:
+        """Set ``k``'s items are counted up to this position (beyond, they are alike)."""
+        atom, most = self.sets[k], self.most_items(k)
+        return max(len(atom.prefix), atom.min_items, most + 1 if most is not None else 0)
+
+    def most_items(self, k: int) -> int | None:
+        """The most items set ``k`` allows: maxItems, or with uniqueItems the
+        number of values the items can take."""
+        most = self.sets[k].max_items
+        if self.values[k]:
+            most = len(self.values[k]) if most is None else min(most, len(self.values[k]))
+        return most
+
     def item_requirement(self, k: int, position: int) -> int:
-        atom = self.sets[k]
-        if atom.max_items is not None and position >= atom.max_items:
+        atom, most = self.sets[k], self.most_items(k)
+        if most is not None and position >= most:
             return FALSE
         return atom.prefix[position] if position < len(atom.prefix) else atom.items
 

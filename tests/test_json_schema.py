@@ -74,6 +74,11 @@ CASES = [
     ("many items after a prefix", {"prefixItems": [{"type": "string"}], "items": {"type": "integer"}, "maxItems": 100,
                                    "not": {"minItems": 40, "maxItems": 60}},
      [["a"] + [1] * 38, ["a"] + [1] * 60, ["a"] + [1] * 99, []], [["a"] + [1] * 39, ["a"] + [1] * 59, ["a"] + [1] * 100, [1]]),
+    ("thousands of items", {"type": "array", "items": {"type": "integer"}, "minItems": 3, "maxItems": 5000,
+                            "not": {"minItems": 512, "maxItems": 4095}},
+     [[1] * 3, [2] * 511, [3] * 4096, [4] * 5000], [[1] * 2, [1] * 512, [1] * 4095, [1] * 5001, [1] * 4999 + ["x"]]),
+    ("uniqueItems with a large maxItems", {"items": {"enum": ["a", "b"]}, "uniqueItems": True, "maxItems": 100_000},
+     [["a", "b"], ["b"]], [["a", "a"], ["a", "b", "a"]]),
     ("prefixItems", {"prefixItems": [{"type": "string"}, {"type": "integer"}], "items": False},
      [[], ["a"], ["a", 1]], [[1], ["a", 1, 2]]),
     ("contains", {"type": "array", "contains": {"type": "string"}, "minContains": 2, "maxContains": 3},
@@ -233,6 +238,20 @@ def test_bad_schemas_are_refused(schema, message):
     with pytest.raises(ConstrainedError, match=None) as error:
         json_schema(schema)
     assert message in str(error.value)
+
+
+def test_items_counted_without_a_rule_each():
+    grammar = compiled({"type": "array", "items": {"type": "integer"}, "maxItems": 100_000})
+    assert accepts(grammar, []) and accepts(grammar, [1] * 700)
+    assert not accepts(grammar, [1, "x"])
+
+
+def test_a_rule_per_item_is_refused_past_max_count():
+    # contains tells the items apart, so each position needs a rule of its own.
+    schema = {"type": "array", "prefixItems": [{"type": "string"}], "contains": {"type": "integer"}, "minItems": 100_000}
+    with pytest.raises(ConstrainedError, match="the array at the schema root would need a grammar rule per item") as error:
+        json_schema(schema)
+    assert "Lower minItems/maxItems" in str(error.value)
 
 
 def test_lenient_skips_and_reports():
