@@ -3,6 +3,7 @@ strings and their tokens, timing summaries, number formats, and rewriting one
 section of RESULTS.md."""
 
 import datetime
+import json
 import os
 import platform
 import re
@@ -86,14 +87,15 @@ def exact_tokens(tok, vocab, text: str) -> list[int] | None:
 
 
 def summary_us(ns) -> dict:
-    """mean / p50 / p99 / max of durations given in nanoseconds, in microseconds."""
+    """mean / p50 / p90 / p99 / max of durations given in nanoseconds, in microseconds."""
     a = np.asarray(ns, dtype=np.float64) / 1e3
     if not len(a):
-        return {"n": 0, "mean": None, "p50": None, "p99": None, "max": None}
+        return {"n": 0, "mean": None, "p50": None, "p90": None, "p99": None, "max": None}
     return {
         "n": int(len(a)),
         "mean": float(a.mean()),
         "p50": float(np.percentile(a, 50)),
+        "p90": float(np.percentile(a, 90)),
         "p99": float(np.percentile(a, 99)),
         "max": float(a.max()),
     }
@@ -135,6 +137,14 @@ def replace_section(heading: str, body: str, path: Path = RESULTS_MD) -> None:
     else:
         text = text.rstrip() + "\n\n" + section
     path.write_text(text)
+
+
+def write_results(out: Path, results: dict, heading: str, text: str) -> None:
+    """The results as JSON at ``out``, and ``text`` as the section ``heading`` of RESULTS.md."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    replace_section(heading, text)
+    log(f"wrote {out} and {RESULTS_MD.relative_to(ROOT)}")
 
 
 def table(header, rows) -> str:

@@ -585,7 +585,9 @@ def union(*dfas: DFA) -> DFA:
     if not dfas:
         return empty()
     while len(dfas) > 1:  # pairwise, so that every product is of two small automata
-        pairs = [_product(a, b, need_a=False, need_b=False, accept=np.logical_or) for a, b in zip(dfas[::2], dfas[1::2])]
+        pairs = [
+            _product(a, b, need_a=False, need_b=False, accept=np.logical_or) for a, b in zip(dfas[::2], dfas[1::2])
+        ]
         dfas = pairs + list(dfas[len(pairs) * 2 :])
     return dfas[0]
 

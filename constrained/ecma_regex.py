@@ -6,12 +6,15 @@ Python pattern means exactly what the ECMA-262 one means whatever flags Python
 would apply: ``.`` is any character but \\n \\r \\u2028 \\u2029; ``\\d`` ``\\w``
 are ASCII; ``\\s`` is ECMA's white space and line terminators (Unicode spaces
 and \\ufeff included); ``[^]`` is any character, ``[]`` none; ``\\uXXXX``
-(surrogate pairs joined), ``\\u{...}``, ``\\xHH``, ``\\cX`` escapes. JSON Schema
+(surrogate pairs joined), ``\\u{...}``, ``\\xHH``, ``\\cX`` escapes; ``\\p{..}`` and
+``\\P{..}`` with a Unicode general category (by this Python's Unicode
+database; scripts and other properties are refused). JSON Schema
 patterns are unanchored: a pattern matches a string if it matches anywhere in
-it, so each top-level alternative is padded with "any characters" on the sides
-it does not anchor with a leading ``^`` or a trailing ``$``. Constructs an
-automaton cannot enforce (lookarounds, backreferences, word boundaries, anchors
-elsewhere) are refused with an error naming them, never approximated.
+it: the translation is padded with "any characters" on both sides, and the
+anchors ``^`` and ``$`` read marks at the ends of the string (see
+search_pattern). Constructs an automaton cannot enforce (lookarounds,
+backreferences, word boundaries) are refused with an error naming them, never
+approximated.
 """
 
 import unicodedata
@@ -76,17 +79,40 @@ _CATEGORY_NAMES = {
 }  # fmt: skip
 
 
+# ^ and $ become these code points, spelled as bytes no UTF-8 or JSON text has
+# (see ANCHOR_BYTES): the search pattern reads the string between the two.
+# Lone surrogates are never characters of a string, so they are free to mean this.
+START, END = 0xD800, 0xD801
+ANCHOR_BYTES = {START: 0xFE, END: 0xFF}
+
+
 def search_pattern(pattern: str) -> str:
-    """A Python pattern whose full matches are exactly the strings in which the
-    ECMA-262 ``pattern`` matches somewhere."""
+    """A Python pattern whose full matches are exactly START + s + END for the
+    strings s in which the ECMA-262 ``pattern`` matches somewhere. An anchor
+    is then a character that only the ends have: ``^`` matches START, which is
+    only there before the first character. That is exact as long as no match
+    passes two ``^`` (or two ``$``): they would need two START characters where
+    ECMA's zero-width assertions can both hold; such patterns are refused."""
     if not isinstance(pattern, str):
         raise ConstrainedError(f"a pattern is a string, got {type(pattern).__name__}")
-    return _Translator(pattern).top()
+    translator = _Translator(pattern)
+    body, starts, ends = translator.disjunction()
+    if translator.pos < len(pattern):
+        raise translator.error("has an unmatched ')'")
+    if starts > 1 or ends > 1:
+        raise translator.error(
+            "passes '^' or '$' more than once on one path (as in '^^' or '(^a)+'), which is not supported: "
+            "write it with at most one of each on every path"
+        )
+    start, end = char_class([(START, START)]), char_class([(END, END)])
+    return f"{start}?{ANY}*(?:{body}){ANY}*{end}?"
 
 
 class _Translator:
     """A recursive-descent reader of ECMA-262 pattern syntax (with Annex B's
-    literal ``{``, ``}`` and ``]``) that writes the Python equivalent."""
+    literal ``{``, ``}`` and ``]``) that writes the Python equivalent. The
+    builders return the Python text with the most ``^`` and the most ``$`` that
+    any path through it passes."""
 
     def __init__(self, pattern: str):
         self.pattern = pattern
@@ -108,57 +134,46 @@ class _Translator:
         self.pos += 1
         return c
 
-    def top(self) -> str:
-        alternatives = []
-        while True:
-            anchored_start = self.peek() == "^"
-            if anchored_start:
-                self.pos += 1
-            body, anchored_end = self.alternative(top=True)
-            alternatives.append(("" if anchored_start else ANY + "*") + body + ("" if anchored_end else ANY + "*"))
-            if self.pos == len(self.pattern):
-                return "|".join(f"(?:{a})" for a in alternatives)
-            if self.take() == ")":
-                raise self.error("has an unmatched ')'")
-
-    def disjunction(self) -> str:
-        alternatives = [self.alternative(top=False)[0]]
+    def disjunction(self) -> tuple[str, int, int]:
+        alternatives = [self.alternative()]
         while self.peek() == "|":
             self.pos += 1
-            alternatives.append(self.alternative(top=False)[0])
-        return "|".join(alternatives)
+            alternatives.append(self.alternative())
+        text = "|".join(a[0] for a in alternatives)
+        return text, max(a[1] for a in alternatives), max(a[2] for a in alternatives)
 
-    def alternative(self, top: bool) -> tuple[str, bool]:
-        """The terms up to ``|``, ``)`` or the end; and whether a ``$`` ends
-        it (allowed only last in a top-level alternative)."""
-        out = []
+    def alternative(self) -> tuple[str, int, int]:
+        """The terms up to ``|``, ``)`` or the end."""
+        out, starts, ends = [], 0, 0
         while self.pos < len(self.pattern) and self.peek() not in "|)":
-            if self.peek() == "$":
-                self.pos += 1
-                if top and (self.pos == len(self.pattern) or self.peek() == "|"):
-                    return "".join(out), True
-                raise self.refuse("'$' other than at the end of the pattern (or of a top-level alternative)")
-            if self.peek() == "^":
-                raise self.refuse("'^' other than at the start of the pattern (or of a top-level alternative)")
-            atom = self.atom()
-            out.append(atom + self.quantifier())
-        return "".join(out), False
+            if self.peek() in "^$":
+                anchor = self.take()
+                out.append(char_class([(START, START) if anchor == "^" else (END, END)]))
+                starts, ends = starts + (anchor == "^"), ends + (anchor == "$")
+                continue
+            text, atom_starts, atom_ends = self.atom()
+            quantifier, most = self.quantifier()
+            times = 1 if not quantifier else (2 if most is None else most)  # 2: "more than once"
+            out.append(text + quantifier)
+            starts, ends = starts + atom_starts * times, ends + atom_ends * times
+        return "".join(out), starts, ends
 
-    def quantifier(self) -> str:
+    def quantifier(self) -> tuple[str, int | None]:
+        """The quantifier at the position (or ""), and its most repeats (None: unbounded)."""
         c = self.peek()
         if c in ("*", "+", "?"):
             self.pos += 1
-            q = c
+            q, most = c, (1 if c == "?" else None)
         elif c == "{" and (bounds := self.braces()) is not None:
-            low, high = bounds
-            q = f"{{{low}}}" if low == high else f"{{{low},{'' if high is None else high}}}"
+            low, most = bounds
+            q = f"{{{low}}}" if low == most else f"{{{low},{'' if most is None else most}}}"
         else:
-            return ""
+            return "", 1
         if self.peek() == "?":  # lazy: the same language
             self.pos += 1
         if self.peek() in ("*", "+", "?") or (self.peek() == "{" and self.braces(look=True) is not None):
             raise self.error("has a quantifier with nothing to repeat")
-        return q
+        return q, most
 
     def braces(self, look: bool = False) -> tuple[int, int | None] | None:
         """A ``{n}``, ``{n,}`` or ``{n,m}`` quantifier at the position, or None
@@ -177,21 +192,24 @@ class _Translator:
             raise self.error(f"has a quantifier {{{inside}}} whose bounds are out of order")
         return bounds
 
-    def atom(self) -> str:
+    def atom(self) -> tuple[str, int, int]:
         if self.peek() in ("*", "+", "?") or (self.peek() == "{" and self.braces(look=True) is not None):
             raise self.error("has a quantifier with nothing to repeat")
         c = self.take()
-        if c == ".":
-            return char_class(complement(_LINE_TERMINATORS))
         if c == "(":
             return self.group()
-        if c == "[":
-            return char_class(self.class_body())
-        if c == "\\":
-            return self.escape()
-        return char_class([(ord(c), ord(c))])
+        if c == ".":
+            ranges = complement(_LINE_TERMINATORS)
+        elif c == "[":
+            ranges = self.class_body()
+        elif c == "\\":
+            ranges = self.escape()
+        else:
+            ranges = [(ord(c), ord(c))]
+        # Lone surrogates are never characters of a string (and START and END are among them).
+        return char_class(complement(complement(ranges) + [(0xD800, 0xDFFF)])), 0, 0
 
-    def group(self) -> str:
+    def group(self) -> tuple[str, int, int]:
         if self.peek() == "?":
             self.pos += 1
             kind = self.peek(2)
@@ -208,13 +226,13 @@ class _Translator:
                 self.pos = end + 1
             else:
                 raise self.error("has an invalid group '(?'")
-        inner = self.disjunction()
+        inner, starts, ends = self.disjunction()
         if self.peek() != ")":
             raise self.error("has an unterminated group")
         self.pos += 1
-        return f"(?:{inner})"
+        return f"(?:{inner})", starts, ends
 
-    def escape(self) -> str:
+    def escape(self) -> list[tuple[int, int]]:
         c = self.peek()
         if c in ("b", "B"):
             raise self.refuse("a word boundary (\\b, \\B)")
@@ -222,7 +240,7 @@ class _Translator:
             raise self.refuse("a backreference")
         if c == "k" and self.peek(2) == "k<":
             raise self.refuse("a backreference")
-        return char_class(self.class_escape(in_class=False))
+        return self.class_escape(in_class=False)
 
     def class_escape(self, in_class: bool) -> list[tuple[int, int]]:
         """The code points of the escape after a backslash."""

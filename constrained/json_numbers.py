@@ -31,7 +31,7 @@ from functools import lru_cache, reduce
 
 import numpy as np
 
-from .dfa import MAX_STATES, DFA, empty, from_regex, intersect, minimize, union
+from .dfa import MAX_STATES, DFA, empty, from_regex, intersect, minimize
 from .errors import ConstrainedError
 
 _INT = "(?:0|[1-9][0-9]*)"
@@ -150,47 +150,46 @@ def _exponent(op: str, k: int) -> str:
     return f"-0*(?:{_int_greater(magnitude)})"
 
 
-def _scientific(c: Decimal) -> tuple[str, str, int]:
-    """c > 0 as (first digit, further digits without trailing zeros, exponent)."""
-    digits = "".join(map(str, c.normalize().as_tuple().digits))
-    return digits[0], digits[1:], c.adjusted()
+def _significand(c: Decimal) -> tuple[str, int]:
+    """c > 0 as its digits without trailing zeros, and the exponent of the
+    last one, exactly (Decimal.normalize would round to the context's 28 digits)."""
+    _, digits, exponent = c.as_tuple()
+    text = "".join(map(str, digits))
+    stripped = text.rstrip("0")
+    return stripped, exponent + len(text) - len(stripped)
 
 
-def _scientific_at_least(c: Decimal, strict: bool) -> str | None:
+def _scientific(c: Decimal, strict: bool, above: bool) -> str | None:
+    """Normalised scientific texts (d.ddd e x) whose value is >= c (> if
+    strict) if ``above``, else <= c (< if strict): a greater exponent decides,
+    and for the same exponent, the mantissa's digits."""
     if c <= 0:
-        return _SCIENTIFIC
-    first, rest, k = _scientific(c)
-    equal = _fraction_at_least(rest, strict)
+        return _SCIENTIFIC if above else None
+    digits, _ = _significand(c)
+    first, rest, k = digits[0], digits[1:], c.adjusted()
+    if above:
+        digit, equal, exponent = _digit_range(int(first) + 1, 9), _fraction_at_least(rest, strict), ">"
+    else:
+        digit, equal, exponent = _digit_range(1, int(first) - 1), _fraction_at_most(rest, strict), "<"
     mantissa = _alternatives(
-        None if first == "9" else f"{_digit_range(int(first) + 1, 9)}{_FRACTION}",
-        None if equal is None else f"{first}{equal}",
+        None if digit is None else f"{digit}{_FRACTION}", None if equal is None else f"{first}{equal}"
     )
-    return _alternatives(f"[1-9]{_FRACTION}[eE](?:{_exponent('>', k)})", f"(?:{mantissa})[eE](?:{_exponent('=', k)})")
-
-
-def _scientific_at_most(c: Decimal, strict: bool) -> str | None:
-    if c <= 0:
-        return None
-    first, rest, k = _scientific(c)
-    equal = _fraction_at_most(rest, strict)
-    mantissa = _alternatives(
-        None if first == "1" else f"{_digit_range(1, int(first) - 1)}{_FRACTION}",
-        None if equal is None else f"{first}{equal}",
+    return _alternatives(
+        f"[1-9]{_FRACTION}[eE](?:{_exponent(exponent, k)})", f"(?:{mantissa})[eE](?:{_exponent('=', k)})"
     )
-    return _alternatives(f"[1-9]{_FRACTION}[eE](?:{_exponent('<', k)})", f"(?:{mantissa})[eE](?:{_exponent('=', k)})")
 
 
 def _magnitude_at_least(c: Decimal, strict: bool) -> str | None:
     """Unsigned texts (of the bounded forms) whose value is >= c (> c if strict)."""
     if c < 0 or (c == 0 and not strict):
         return _alternatives(_PLAIN, _SCIENTIFIC, _ZERO_EXPONENT)
-    return _alternatives(_plain_at_least(c, strict), _scientific_at_least(c, strict))
+    return _alternatives(_plain_at_least(c, strict), _scientific(c, strict, above=True))
 
 
 def _magnitude_at_most(c: Decimal, strict: bool) -> str | None:
     if c < 0 or (c == 0 and strict):
         return None
-    return _alternatives(_plain_at_most(c, strict), _scientific_at_most(c, strict), _ZERO_EXPONENT)
+    return _alternatives(_plain_at_most(c, strict), _scientific(c, strict, above=False), _ZERO_EXPONENT)
 
 
 # copy_negate, not unary minus: that one rounds to the context's 28 digits.
@@ -246,9 +245,8 @@ def _multiple_of(q) -> DFA:
     q = _decimal(q, "multipleOf")
     if q <= 0:
         raise ConstrainedError(f"multipleOf must be greater than 0, got {q}")
-    _, digits, exponent = q.normalize().as_tuple()
-    p = int("".join(map(str, digits))) * 10 ** max(exponent, 0)
-    s = max(-exponent, 0)
+    digits, exponent = _significand(q)
+    p, s = int(digits) * 10 ** max(exponent, 0), max(-exponent, 0)
     n = 3 + p * (s + 3)
     if n > MAX_STATES:
         raise ConstrainedError(

@@ -835,7 +835,9 @@ class _ObjectProduct(_Product):
                                    f"{_where(builder.schemas.node(self.set_nodes[0]).pointer)} are too large to "
                                    f"enforce exactly (at most {MAX_COUNT})")
         strings = _universe()[1]
-        self.names = [None if a.names == TRUE else _and(builder.scalar(a.names), strings) for a in self.sets]
+        # None: any name; an empty language (propertyNames: false) allows none.
+        self.names = [None if a.names == TRUE else _and(builder.scalar(a.names), strings) or dfa.empty()
+                      for a in self.sets]
         self.key_requirements = [
             self._requirements(lambda language, text=json.dumps(k, ensure_ascii=False).encode(): language.matches(text),
                                name=k)

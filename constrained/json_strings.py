@@ -10,10 +10,17 @@ string that satisfies the constraint are both accepted, and whatever is
 accepted decodes to such a string. Lone surrogates (which json.loads would
 produce from a lone \\uD800) are not characters and are never accepted.
 
+With ``escapes="dumps"`` only the spellings json.dumps writes are accepted
+(either ensure_ascii): raw ASCII, the short escapes but \\/, lower-case \\u
+escapes for other control characters and for non-ASCII (which may also be raw).
+Still every string that satisfies the constraint, in far fewer states when the
+constraint is mostly ASCII (a date-time: 67 states instead of 388).
+
 The constraint compiles as one regular expression over code points (see
-ecma_regex and json_formats) whose characters are spelled by ``json_encoding``
-at the level of the regex's character sets, so escapes cost a few states per
-character position rather than a 4096-way expansion.
+ecma_regex and json_formats) whose character sets are spelled by the encoding
+(``json_encoding`` or ``dumps_encoding``) as alternative byte sequences, hex
+digits as digit ranges, so escapes cost a few states per character position
+rather than a 4096-way expansion.
 """
 
 from functools import lru_cache, reduce
@@ -21,8 +28,19 @@ from functools import lru_cache, reduce
 import numpy as np
 
 from . import json_formats
-from .dfa import MAX_STATES, DFA, empty, from_regex, intersect, is_empty, minimize, utf8_encoding
-from .ecma_regex import ANY, literal, search_pattern
+from .dfa import (
+    MAX_CODE_POINT,
+    MAX_STATES,
+    DFA,
+    complement_ranges,
+    empty,
+    from_regex,
+    intersect,
+    is_empty,
+    minimize,
+    utf8_encoding,
+)
+from .ecma_regex import ANCHOR_BYTES, ANY, END, START, literal, search_pattern
 from .errors import ConstrainedError
 
 _SHORT_ESCAPES = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
@@ -31,14 +49,15 @@ _BACKSLASH_U = (((0x5C, 0x5C),), ((0x75, 0x75),))
 _QUOTE = 0x22
 
 
-def _hex_digit_bytes(lo: int, hi: int) -> tuple[tuple[int, int], ...]:
-    """The bytes spelling the hexadecimal digit values lo..hi, either case."""
+def _hex_digit_bytes(lo: int, hi: int, upper: bool) -> tuple[tuple[int, int], ...]:
+    """The bytes spelling the hexadecimal digit values lo..hi (letters in
+    lower case, and in upper case too if ``upper``)."""
     ranges = []
     if lo <= 9:
         ranges.append((0x30 + lo, 0x30 + min(hi, 9)))
     if hi >= 10:
         a, b = max(lo, 10) - 10, hi - 10
-        ranges += [(0x41 + a, 0x41 + b), (0x61 + a, 0x61 + b)]
+        ranges += [(0x61 + a, 0x61 + b)] + ([(0x41 + a, 0x41 + b)] if upper else [])
     return tuple(ranges)
 
 
@@ -64,9 +83,9 @@ def _hex_ranges(lo: int, hi: int, width: int = 4) -> list[tuple[tuple[int, int],
     return out + tail
 
 
-def _u_escapes(lo: int, hi: int) -> list[tuple]:
-    """\\uXXXX spellings of lo..hi (16-bit code units)."""
-    return [_BACKSLASH_U + tuple(_hex_digit_bytes(a, b) for a, b in digits) for digits in _hex_ranges(lo, hi)]
+def _u_escapes(lo: int, hi: int, upper: bool) -> list[tuple]:
+    """\\uXXXX spellings of the 16-bit code units lo..hi."""
+    return [_BACKSLASH_U + tuple(_hex_digit_bytes(a, b, upper) for a, b in digits) for digits in _hex_ranges(lo, hi)]
 
 
 def _surrogate_blocks(lo: int, hi: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -90,38 +109,61 @@ def _surrogate_blocks(lo: int, hi: int) -> list[tuple[tuple[int, int], tuple[int
     return [((0xD800 + a, 0xD800 + b), (0xDC00 + c, 0xDC00 + d)) for (a, b), (c, d) in blocks]
 
 
-@lru_cache(maxsize=4096)
-def json_encoding(lo: int, hi: int) -> tuple:
-    """Every JSON spelling of the code points lo..hi, in from_regex's encoding
-    interface: alternative sequences of byte sets."""
+def _clip(ranges, lo: int, hi: int) -> list[tuple[int, int]]:
+    return [(max(a, lo), min(b, hi)) for a, b in ranges if max(a, lo) <= min(b, hi)]
+
+
+def _spellings(lo: int, hi: int, every: bool) -> tuple:
+    """The JSON spellings of the code points lo..hi, in from_regex's encoding
+    interface (alternative sequences of byte sets): every spelling, or only
+    those json.dumps writes with ensure_ascii on or off (no \\/, lower-case
+    hex, \\u only for control characters and non-ASCII)."""
     out = []
-    raw, start = [], lo
-    for a, b in _MUST_ESCAPE:
-        if start < a:
-            raw.append((start, min(hi, a - 1)))
-        start = max(start, b + 1)
-    if start <= hi:
-        raw.append((start, hi))
-    for a, b in raw:
-        if a <= b:
-            out += utf8_encoding(a, b)
+    for a, b in _clip(complement_ranges(_MUST_ESCAPE), lo, hi):
+        out += utf8_encoding(a, b)
     for code, letter in _SHORT_ESCAPES.items():
-        if lo <= code <= hi:
-            out.append(((((0x5C, 0x5C),), ((ord(letter), ord(letter)),))))
-    for a, b in ((lo, min(hi, 0xD7FF)), (max(lo, 0xE000), min(hi, 0xFFFF))):
-        if a <= b:
-            out += _u_escapes(a, b)
+        if lo <= code <= hi and (every or letter != "/"):
+            out.append((((0x5C, 0x5C),), ((ord(letter), ord(letter)),)))
+    if every:
+        escaped = [(0x0000, 0xD7FF), (0xE000, 0xFFFF)]
+    else:
+        short = [(c, c) for c in _SHORT_ESCAPES if c != 0x2F]
+        escaped = complement_ranges([(0x20, 0x7E), (0xD800, 0xDFFF), (0x10000, MAX_CODE_POINT)] + short)
+    for a, b in _clip(escaped, lo, hi):
+        out += _u_escapes(a, b, upper=every)
     if hi >= 0x10000:
         for (h_lo, h_hi), (l_lo, l_hi) in _surrogate_blocks(max(lo, 0x10000), hi):
-            out += [high + low for high in _u_escapes(h_lo, h_hi) for low in _u_escapes(l_lo, l_hi)]
+            highs, lows = _u_escapes(h_lo, h_hi, every), _u_escapes(l_lo, l_hi, every)
+            out += [high + low for high in highs for low in lows]
     return tuple(out)
 
 
-def _content(pattern: str, what: str) -> DFA:
+@lru_cache(maxsize=4096)
+def json_encoding(lo: int, hi: int) -> tuple:
+    """Every JSON spelling of the code points lo..hi."""
+    return _spellings(lo, hi, every=True)
+
+
+@lru_cache(maxsize=4096)
+def dumps_encoding(lo: int, hi: int) -> tuple:
+    """The spellings json.dumps writes (ensure_ascii on or off) of lo..hi."""
+    return _spellings(lo, hi, every=False)
+
+
+_ENCODINGS = {"any": json_encoding, "dumps": dumps_encoding}
+
+
+def _encoding(escapes: str):
+    if escapes not in _ENCODINGS:
+        raise ConstrainedError(f"escapes must be 'any' or 'dumps', got {escapes!r}")
+    return _ENCODINGS[escapes]
+
+
+def _content(pattern: str, encoding, what: str) -> DFA:
     """The encoded text (no quotes) of the strings that fully match ``pattern``
     (Python syntax over code points)."""
     try:
-        return from_regex(pattern, json_encoding)
+        return from_regex(pattern, encoding)
     except ConstrainedError as e:
         if "matches no string" in str(e):
             return empty()
@@ -133,35 +175,71 @@ def _content(pattern: str, what: str) -> DFA:
         raise ConstrainedError(f"{what} cannot be compiled: {e}") from None
 
 
-@lru_cache(maxsize=1)
-def _one_character() -> DFA:
-    return from_regex(ANY, json_encoding)
+@lru_cache(maxsize=None)
+def _with_anchors(encoding):
+    """``encoding``, and the anchor marks of search patterns as their bytes."""
+
+    def encode(lo: int, hi: int) -> tuple:
+        if lo == hi and lo in ANCHOR_BYTES:
+            return ((((ANCHOR_BYTES[lo],) * 2,),),)
+        return encoding(lo, hi)
+
+    return encode
 
 
-def _length(low: int, high: int | None) -> DFA:
+def _pattern_content(pattern: str, encoding) -> DFA:
+    """The encoded text of the strings in which ``pattern`` (ECMA-262) matches:
+    the search pattern reads them between two anchor marks, which are then
+    taken off (the DFA starts after the first, and accepts where the second
+    would lead to acceptance)."""
+    marked = _content(search_pattern(pattern), _with_anchors(encoding), f"pattern {pattern!r}")
+    start_mark, end_mark = ANCHOR_BYTES[START], ANCHOR_BYTES[END]
+    start = int(marked.transitions[marked.start, start_mark])
+    if start < 0:
+        return empty()
+    after_end = marked.transitions[:, end_mark]
+    accepting = (after_end >= 0) & marked.accepting[np.maximum(after_end, 0)]
+    transitions = marked.transitions.copy()
+    transitions[:, [start_mark, end_mark]] = -1
+    dfa = minimize(transitions, accepting, start)
+    return empty() if dfa is None else dfa
+
+
+def _length(low: int, high: int | None, encoding) -> DFA:
     """The encoded text of strings of low..high code points, built directly as
-    copies of the one-character automaton (faster than a counted regex)."""
-    one = _one_character()
-    # One character's encodings are prefix-free: a single final state, with no way out.
+    copies of the one-character automaton (a counted regex would be slower)."""
+    one = from_regex(ANY, encoding)
+    # One character's spellings are prefix-free: one final state, with no way out.
     (final,) = np.flatnonzero(one.accepting)
-    inner = [s for s in range(one.n_states) if s != final]
+    inner = np.flatnonzero(~one.accepting)
     index = np.full(one.n_states, -1, dtype=np.int64)
     index[inner] = np.arange(len(inner))
-    width = len(inner)
-    copies = (high if high is not None else low) + 1
+    width, copies = len(inner), (low if high is None else high) + 1
     if copies * width > MAX_STATES:
-        raise ConstrainedError(f"too complex: its automaton exceeds {MAX_STATES} states")
-    step = one.transitions[inner]  # (width, 256), targets in one's numbering
+        raise ConstrainedError(
+            f"a string of {low} to {high} characters is too complex: its automaton exceeds {MAX_STATES} states "
+            f"(about {width} a character, for its escapes); lower maxLength to at most {MAX_STATES // width - 1}"
+        )
+    step = one.transitions[inner]  # (width, 256), in one's numbering
     rows = []
-    for k in range(copies):
-        nxt = k + 1 if k + 1 < copies else (k if high is None else -1)
-        finished = np.full_like(step, -1) if nxt < 0 else np.full_like(step, nxt * width + index[one.start])
-        within = np.where(step >= 0, k * width + index[np.maximum(step, 0)], -1)
-        rows.append(np.where(step == final, finished, within))
-    transitions = np.vstack(rows).astype(np.int32)
+    for k in range(copies):  # copy k: k characters read so far
+        after = k + 1 if k + 1 < copies else (k if high is None else -1)
+        finished = -1 if after < 0 else after * width + index[one.start]
+        rows.append(np.where(step == final, finished, np.where(step >= 0, k * width + index[np.maximum(step, 0)], -1)))
     accepting = np.zeros(copies * width, dtype=bool)
     accepting[np.arange(low, copies) * width + index[one.start]] = True
-    return minimize(transitions, accepting)
+    return minimize(np.vstack(rows).astype(np.int32), accepting)
+
+
+def _count(value, name: str) -> int | None:
+    """A length bound: a non-negative integer (2.0 is one, as JSON Schema says)."""
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConstrainedError(f"{name} must be a non-negative integer, got {value!r}")
+    return value
 
 
 def _quoted(content: DFA) -> DFA:
@@ -172,56 +250,54 @@ def _quoted(content: DFA) -> DFA:
     n = content.n_states
     transitions = np.full((n + 2, 256), -1, dtype=np.int32)
     transitions[0, _QUOTE] = 1 + content.start
-    inner = content.transitions
-    transitions[1 : n + 1] = np.where(inner >= 0, inner + 1, -1)
-    assert (inner[content.accepting, _QUOTE] < 0).all()
+    transitions[1 : n + 1] = np.where(content.transitions >= 0, content.transitions + 1, -1)
     transitions[1 + np.flatnonzero(content.accepting), _QUOTE] = n + 1
     accepting = np.zeros(n + 2, dtype=bool)
     accepting[n + 1] = True
     return DFA(transitions, accepting)
 
 
-def string(min_length: int = 0, max_length: int | None = None, pattern: str | None = None, format: str | None = None) -> DFA:
-    """The JSON text of the strings of min_length..max_length code points that
-    match ``pattern`` (ECMA-262, anywhere in the string unless anchored) and
-    ``format``. The result may be empty (contradictory constraints): check
-    with dfa.is_empty."""
-    for name, value in (("minLength", min_length), ("maxLength", max_length)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise ConstrainedError(f"{name} must be a non-negative integer, got {value!r}")
+def string(
+    min_length: int = 0,
+    max_length: int | None = None,
+    pattern: str | None = None,
+    format: str | None = None,
+    *,
+    escapes: str = "any",
+) -> DFA:
+    """The JSON texts of the strings of min_length..max_length code points
+    that match ``pattern`` (ECMA-262, anywhere in the string unless anchored)
+    and ``format``; spelled any way JSON allows (``escapes="any"``), or only
+    as json.dumps writes them (``"dumps"``: several times fewer states, since
+    an ASCII character then has one spelling). The result may be empty
+    (contradictory constraints): check with dfa.is_empty."""
+    encoding = _encoding(escapes)
+    min_length, max_length = _count(min_length, "minLength") or 0, _count(max_length, "maxLength")
     if max_length is not None and max_length < min_length:
         return empty()
     parts = []
     if pattern is not None:
-        parts.append(_content(search_pattern(pattern), f"pattern {pattern!r}"))
+        parts.append(_pattern_content(pattern, encoding))
     if format is not None:
-        parts.append(_content(json_formats.regex(format), f"format {format!r}"))
+        parts.append(_content(json_formats.regex(format), encoding, f"format {format!r}"))
     if min_length or max_length is not None or not parts:
-        try:
-            parts.append(_length(min_length, max_length))
-        except ConstrainedError as e:
-            raise ConstrainedError(
-                f"a string of {min_length}..{max_length} characters is {e}: every character position "
-                "costs about 20 states (its escapes); lower maxLength (up to about 900 fits)"
-            ) from None
+        parts.append(_length(min_length, max_length, encoding))
     try:
-        content = reduce(intersect, parts)
+        return _quoted(reduce(intersect, parts))
     except ConstrainedError as e:
-        given = ", ".join(
-            f"{k}={v!r}" for k, v in (("minLength", min_length), ("maxLength", max_length), ("pattern", pattern),
-                                      ("format", format)) if v not in (None, 0)
-        )  # fmt: skip
-        raise ConstrainedError(f"a string with {given}: {e}") from None
-    return _quoted(content)
+        raise ConstrainedError(
+            f"a string with minLength {min_length}, maxLength {max_length}, pattern {pattern!r} and format "
+            f"{format!r} is {str(e).removeprefix('the combined automaton is ')}"
+        ) from None
 
 
-def string_literal(value: str) -> DFA:
-    """The JSON texts of exactly ``value`` (every escaping of it)."""
-    return enum_strings([value])
+def string_literal(value: str, *, escapes: str = "any") -> DFA:
+    """The JSON texts of exactly ``value``."""
+    return enum_strings([value], escapes=escapes)
 
 
-def enum_strings(values) -> DFA:
-    """The JSON texts of any of ``values`` (every escaping of each)."""
+def enum_strings(values, *, escapes: str = "any") -> DFA:
+    """The JSON texts of any of ``values``."""
     values = list(values)
     for value in values:
         if not isinstance(value, str):
@@ -230,4 +306,5 @@ def enum_strings(values) -> DFA:
             raise ConstrainedError(f"the string {value!r} has a lone surrogate, which cannot be written as UTF-8")
     if not values:
         return empty()
-    return _quoted(_content("|".join(f"(?:{literal(v)})" for v in values), "the string values"))
+    alternatives = "|".join(f"(?:{literal(v)})" for v in values)
+    return _quoted(_content(alternatives, _encoding(escapes), "the string values"))

@@ -1,10 +1,13 @@
 """Hypothesis strategy for members of a DFA's language: random walks that stop
 in accepting states, and steer to the nearest accepting state once long."""
 
+from functools import lru_cache
+
 import numpy as np
 from hypothesis import strategies as st
 
 
+@lru_cache(maxsize=64)
 def _distances(dfa) -> np.ndarray:
     """Bytes from each state to the nearest accepting state."""
     far = dfa.n_states  # more than any real distance
