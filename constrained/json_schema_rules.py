@@ -548,7 +548,7 @@ class _Builder:
                 f"the array at {_where(self.schemas.node(product.set_nodes[k]).pointer)} would need a grammar rule "
                 f"per item beyond {MAX_COUNT} items: "
                 "items are counted without one only once every further item must meet one schema and nothing else "
-                "tells them apart (contains, uniqueItems, prefixItems, array schemas combined by anyOf, oneOf, not). "
+                "tells them apart (prefixItems, contains, array schemas combined by anyOf, oneOf, not). "
                 f"Lower minItems/maxItems there to at most {MAX_COUNT}, or drop what tells the items apart")
         alive = [(k, product.item_requirement(k, position)) for k in range(len(product.sets)) if not failed >> k & 1]
         contains = {k: product.sets[k].contains for k, _ in alive if product.sets[k].contains is not None}
