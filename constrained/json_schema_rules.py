@@ -20,12 +20,31 @@ whose label in context C is L:
 The product state of an object is (position among the declared keys, which
 keyword sets already failed, members so far); declared keys come in one
 order and undeclared ones anywhere between them. An array's state is
-(position, failed sets, ``contains`` matches per set). States that cannot lead
-to the wanted label are pruned; rules whose language is empty are removed
-at the end.
+(position, failed sets, ``contains`` matches per set, values seen per
+uniqueItems set). States that cannot lead to the wanted label are pruned;
+rules whose language is empty are removed at the end.
+
+Plain strings allowed more than json_schema.LONG_STRING code points (a
+maxLength of 65535 is common) would need a DFA of 20 states per code point;
+their length is counted by rules instead, over lexemes of LONG_CHUNK code
+points and a shorter tail. Where their strings must also meet a pattern,
+format or enum they become one DFA after all, or an error.
+
+Array items likewise get a rule per position only while something tells them
+apart (prefixItems, contains, uniqueItems, combined array schemas), up to
+MAX_COUNT of them; once every further item must meet one schema, their number
+is counted in runs of runs of items, a few dozen rules for maxItems 100000.
+
+Lexing stays unambiguous because the terminals a parser state accepts are
+disjoint (or, for string chunks and tails, a greedy longest match is right),
+and because every rule that several places share is followed by punctuation
+only: LALR merges the lookaheads of a shared rule's end, so a rule followed
+by DFA terminals in one place and other, overlapping ones elsewhere would let
+the lexer pick a terminal that is wrong for the stack at hand.
 """
 
 import json
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -41,7 +60,8 @@ MAX_SUBSETS = 4  # child contexts up to this size try all their labels (2**n)
 MAX_UNIQUE = 8  # distinct values uniqueItems can track (2**n states)
 LONG_CHUNK = 16  # code points per lexeme of a long string (json_schema.LONG_STRING)
 _QUOTE = '"\\""'  # the lark literal for a double quote
-MAX_COUNT = 1_000  # positions counted for minItems/maxItems, minProperties/maxProperties, ...
+RUN_BASE = 8  # runs of counted items, each this many of the next shorter
+MAX_COUNT = 500  # positions counted one rule each (minProperties/maxProperties, items along with contains, ...)
 
 
 @lru_cache(maxsize=None)
@@ -171,7 +191,7 @@ class _Builder:
         if region is not None:
             alternatives.append((self.terminal(_universe()[0] if region is ANY else region, "SCALAR"),))
         if lengths is not None and lengths.get(label):
-            alternatives.append((_QUOTE, self._long_string(tuple(lengths[label]), 0)))
+            alternatives.append((_QUOTE, self.long_string(tuple(lengths[label]))))
         obj = self.object_start(context, label)
         if obj is not None:
             alternatives.append(('"{"', obj))
@@ -264,30 +284,64 @@ class _Builder:
             return False
         return True if dfa.is_empty(dfa.difference(strings, node.scalar)) else None
 
-    def _long_string(self, lengths: tuple, level: int) -> str:
-        """The rest of a string after its opening quote and ``level`` chunks,
-        whose length is in ``lengths``."""
-        def member(n):
-            return any(low <= n and (high is None or n <= high) for low, high in lengths)
+    def long_string(self, lengths: tuple) -> str:
+        """The rest of a string after its opening quote, for strings whose number
+        of code points is in ``lengths``: chunks of LONG_CHUNK code points, a
+        shorter tail, the closing quote."""
+        chunk = self.terminal(_string_content((LONG_CHUNK,)), "TEXT")
 
-        top = max(max(low, high + 1 if high is not None else 0) for low, high in lengths)
-        last = -(-top // LONG_CHUNK)  # from this level on, every length behaves the same
+        def tail(lengths):
+            short = tuple(t for t in range(1, LONG_CHUNK) if _member(lengths, t))
+            return self.terminal(_string_content(short), "TEXT") if short else None
+        return self.counted(lengths, _Unit((chunk,), LONG_CHUNK, _QUOTE, tail))
 
+    def counted(self, lengths: tuple, unit: "_Unit") -> str:
+        """The rest of a sequence of units whose total (in code points or items)
+        is in ``lengths``, counted in runs: any number of the longest runs, then
+        fewer than make one of those of the next shorter runs, and so on down to
+        single units, then the tail and the close. Runs of ``shared`` units are
+        rules of their own, each of RUN_BASE shorter runs, so counting to n takes
+        about 2 RUN_BASE log n short rules; other runs are written out, one
+        level of about sqrt(n) units."""
+        top = max(max(low, high + 1 if high is not None else 0) for low, high in lengths) // unit.size
+        if unit.shared:
+            spans = [1]
+            while spans[-1] * RUN_BASE <= top:
+                spans.append(spans[-1] * RUN_BASE)
+        else:
+            group = max(1, math.isqrt(top))
+            spans = [1, group] if group > 1 else [1]
+        return self._count(lengths, unit, tuple(spans), None)
+
+    def _count(self, lengths: tuple, unit: "_Unit", spans: tuple, most: int | None) -> str:
+        """At most ``most`` (None: any number) runs of ``spans[-1]`` units, then
+        the rest in shorter runs."""
         def build():
-            base = level * LONG_CHUNK
-            alternatives = [(_QUOTE,)] if member(base) else []
-            tail = tuple(t for t in range(1, LONG_CHUNK) if member(base + t))
-            if tail:
-                alternatives.append((self.terminal(_string_content(tail), "TEXT"), _QUOTE))
-            if level >= last:
-                if member(base):
-                    alternatives.append((self.terminal(_string_content((LONG_CHUNK,)), "TEXT"), self._long_string(
-                        lengths, level)))
-            elif any(member(n) for n in range(base + LONG_CHUNK, max(top, base + LONG_CHUNK) + 1)):
-                alternatives.append((self.terminal(_string_content((LONG_CHUNK,)), "TEXT"),
-                                     self._long_string(lengths, level + 1)))
+            span = spans[-1] * unit.size
+            if len(spans) > 1:
+                alternatives = [(self._count(_clip(lengths, span - 1), unit, spans[:-1], spans[-1] // spans[-2] - 1),)]
+            else:
+                alternatives = [(unit.close,)] if _member(lengths, 0) else []
+                tail = unit.tail(lengths) if unit.tail else None
+                if tail is not None:
+                    alternatives.append((tail, unit.close))
+            rest = _clip(_shift(lengths, span), None if most is None else most * span - 1)
+            if rest and most != 0:
+                later = self._count(rest, unit, spans, None if most is None else most - 1)
+                alternatives.append(self._run(unit, spans) + (later,))
             return alternatives
-        return self._rule(("string", lengths, min(level, last)), "string", build)
+        return self._rule(("count", lengths, unit.key, spans, most), "count", build)
+
+    def _run(self, unit: "_Unit", spans: tuple) -> tuple:
+        """The symbols of a run of ``spans[-1]`` units."""
+        if len(spans) == 1:
+            return unit.symbols
+        symbols = self._run(unit, spans[:-1]) * (spans[-1] // spans[-2])
+        if not unit.shared:
+            # Written out: a rule shared by runs of different lengths would end where LALR merges
+            # what may follow it, string tails of other lengths included.
+            return symbols
+        return (self._rule(("run", unit.key, spans), "count", lambda: [symbols]),)
 
     def finite_values(self, i: int):
         """The values node ``i`` allows, {JSON-equality key: value}, when they are
@@ -379,7 +433,7 @@ class _Builder:
             return None
         state = product.prepare()
         return self._rule(("ostart", context, label, state), "object",
-                          lambda: self._close(product, label, state, '"}"') + [(self._members(product, label, state),)])
+                          lambda: self._close(product, label, state, '"}"') + self._members(product, label, state))
 
     def _close(self, product, label, state, bracket: str) -> list:
         return [(bracket,)] if product.final_label(state) == label else []
@@ -387,28 +441,30 @@ class _Builder:
     def _object_later(self, product, label, state) -> str:
         return self._rule(("olater", product.context, label, state), "object",
                           lambda: self._close(product, label, state, '"}"')
-                          + [('","', self._members(product, label, state))])
+                          + [('","',) + alt for alt in self._members(product, label, state)])
 
-    def _members(self, product, label, state) -> str:
-        def build():
-            alternatives = self._declared_member(product, label, state)
-            for cell in product.cells:
-                if not self.strict or cell.allowed_strict:
-                    alternatives += self._member(product, label, state, cell.language, cell.requirements, state[0])
-            return alternatives + self._skip(product, label, state)
-        return self._rule(("omember", product.context, label, state), "member", build)
+    def _members(self, product, label, state) -> list:
+        """The alternatives for the next member: an undeclared key, or a declared
+        one at or after the state's position."""
+        alternatives = []
+        for cell in product.cells:
+            if not self.strict or cell.allowed_strict:
+                alternatives += self._member(product, label, state, cell.language, cell.requirements, state[0])
+        declared = self._declared(product, label, state)
+        return alternatives + ([(declared,)] if declared is not None else [])
 
-    def _skip(self, product, label, state) -> list:
-        """The members after ``state`` with the declared key at its position left
-        out, as a one-rule alternative (or none)."""
+    def _declared(self, product, label, state):
+        """The rule for a member with the declared key at the state's position, or
+        a later one (the keys in between left out), or None."""
         position, failed, count = state
         if position >= len(product.keys):
-            return []
-        after = (position + 1, failed | product.requires[position], count)
-        if not product.can_reach(after[1], label):
-            return []
-        return [(self._rule(("oskip", product.context, label, after), "member",
-                            lambda: self._declared_member(product, label, after) + self._skip(product, label, after)),)]
+            return None
+
+        def build():
+            after = (position + 1, failed | product.requires[position], count)
+            skip = self._declared(product, label, after) if product.can_reach(after[1], label) else None
+            return self._declared_member(product, label, state) + ([(skip,)] if skip is not None else [])
+        return self._rule(("odeclared", product.context, label, state), "member", build)
 
     def _declared_member(self, product, label, state) -> list:
         position = state[0]
@@ -444,12 +500,56 @@ class _Builder:
                           lambda: self._close(product, label, state, '"]"') + self._items(product, label, state, ()))
 
     def _array_later(self, product, label, state) -> str:
+        counted = self._uniform_items(product, label, state)
+        if counted is not None:
+            return counted
         return self._rule(("alater", product.context, label, state), "array",
                           lambda: self._close(product, label, state, '"]"')
                           + self._items(product, label, state, ('","',)))
 
+    def _uniform_items(self, product, label, state):
+        """When every further item must meet the same requirement and only their
+        number still matters (minItems, maxItems): the counted rule for the rest
+        of the array; else None."""
+        position, failed, counts, seen = state
+        alive = [k for k in range(len(product.sets)) if not failed >> k & 1]
+        if any(product.sets[k].contains is not None or product.values[k] or position < len(product.sets[k].prefix)
+               for k in alive):
+            return None
+        requirements = [(k, product.sets[k].items) for k in alive]
+        ids = self._children([r for _, r in requirements])
+        viable = [child for child in self._labels(ids) if product.can_reach(failed | _unmet(requirements, child), label)]
+        if len(viable) != 1 or _unmet(requirements, viable[0]):
+            return None
+        # Item counts from here on where the label is the wanted one; beyond a set's maxItems the set fails.
+        bounds = [(product.sets[k].min_items, 0) for k in alive]
+        bounds += [(product.most_items(k) + 1, 1 << k) for k in alive if product.most_items(k) is not None]
+        points = sorted({position} | {count for count, _ in bounds if count > position})
+        lengths = []
+        for i, low in enumerate(points):
+            over = sum(bit for count, bit in bounds if count <= low)
+            if product.final_label((min(low, product.count_cap), failed | over, counts, seen)) != label:
+                continue
+            high = points[i + 1] - 1 - position if i + 1 < len(points) else None
+            if lengths and lengths[-1][1] == low - position - 1:
+                lengths[-1] = (lengths[-1][0], high)
+            else:
+                lengths.append((low - position, high))
+        if not lengths:  # no number of items gives the label
+            return self._rule(("nothing",), "array", list)
+        value = self.value(frozenset(ids), viable[0])
+        return self.counted(tuple(lengths), _Unit(('","', value), 1, '"]"', shared=True))
+
     def _items(self, product, label, state, separator) -> list:
         position, failed, counts, seen = state
+        if position >= MAX_COUNT:
+            k = max(range(len(product.sets)), key=lambda k: product.item_count(k))
+            raise ConstrainedError(
+                f"the array at {_where(self.schemas.node(product.set_nodes[k]).pointer)} would need a grammar rule "
+                f"per item beyond {MAX_COUNT} items: "
+                "items are counted without one only once every further item must meet one schema and nothing else "
+                "tells them apart (prefixItems, contains, array schemas combined by anyOf, oneOf, not). "
+                f"Lower minItems/maxItems there to at most {MAX_COUNT}, or drop what tells the items apart")
         alive = [(k, product.item_requirement(k, position)) for k in range(len(product.sets)) if not failed >> k & 1]
         contains = {k: product.sets[k].contains for k, _ in alive if product.sets[k].contains is not None}
         distinct = {k: product.values[k] for k, _ in alive if product.values[k]}
@@ -544,6 +644,7 @@ class _Partition:
         universe = _universe()[0] if universe is None else universe
         dfas = [universe] + [universe if language is ANY else language for language in languages if language is not None]
         self.bits = [k for k, language in enumerate(languages) if language is not None]  # column -> node index
+        self.never = {nodes[k] for k, language in enumerate(languages) if language is None}
         # Breadth-first over tuples of states, a whole layer at a time, on byte
         # classes no DFA tells apart; -1 is dead.
         byte_class, _ = dfa.byte_classes(np.vstack([d.transitions for d in dfas]))
@@ -595,11 +696,41 @@ class _Partition:
         return {self._label(row) for row in np.unique(self.member[self.accepting], axis=0)}
 
     def region(self, label: frozenset):
+        if label & self.never:
+            return None
         if label not in self._regions:
             wanted = np.array([self.nodes[k] in label for k in self.bits], dtype=bool)
             accepting = self.accepting & (self.member == wanted).all(axis=1)
             self._regions[label] = dfa.minimize(self.transitions, accepting) if accepting.any() else None
         return self._regions[label]
+
+
+def _member(lengths: tuple, n: int) -> bool:
+    return any(low <= n and (high is None or n <= high) for low, high in lengths)
+
+
+def _shift(lengths: tuple, by: int) -> tuple:
+    """The lengths minus ``by``, those that stay non-negative."""
+    return tuple((max(low - by, 0), None if high is None else high - by)
+                 for low, high in lengths if high is None or high >= by)
+
+
+class _Unit:
+    """What counted rules repeat: ``symbols`` standing for ``size`` code points
+    (or one item), the closing symbol, and for strings ``tail(lengths)``: the
+    terminal of the shorter rests in ``lengths``. Runs of ``shared`` units may
+    be rules of their own: only punctuation follows their end."""
+
+    def __init__(self, symbols: tuple, size: int, close: str, tail=None, shared: bool = False):
+        self.symbols, self.size, self.close, self.tail, self.shared = symbols, size, close, tail, shared
+        self.key = (symbols, size, close)
+
+
+def _clip(lengths: tuple, top: int | None) -> tuple:
+    """The lengths up to ``top`` (None: all)."""
+    if top is None:
+        return lengths
+    return tuple((low, top if high is None else min(high, top)) for low, high in lengths if low <= top)
 
 
 def _label(schemas, order, atoms: dict, context) -> frozenset:
@@ -786,24 +917,33 @@ class _ArrayProduct(_Product):
     kind = "array"
 
     def _prepare(self):
-        self.count_cap = max((max(len(a.prefix), a.min_items, a.max_items + 1 if a.max_items is not None else 0)
-                              for a in self.sets), default=0)
+        self.values = [self._distinct_values(a) for a in self.sets]
+        self.count_cap = max((self.item_count(k) for k in range(len(self.sets))), default=0)
         where = _where(self.builder.schemas.node(self.set_nodes[0]).pointer) if self.sets else ""
-        if self.count_cap > MAX_COUNT:
-            raise ConstrainedError(f"minItems/maxItems/prefixItems of {self.count_cap - 1} at {where} are too large "
-                                   f"to enforce exactly (at most {MAX_COUNT})")
         self.contains_caps = [
             max(a.min_contains, a.max_contains + 1 if a.max_contains is not None else 0) if a.contains is not None
             else 0 for a in self.sets]
         if max(self.contains_caps, default=0) > MAX_COUNT:
             raise ConstrainedError(f"minContains/maxContains at {where} are too large to enforce exactly "
                                    f"(at most {MAX_COUNT})")
-        self.values = [self._distinct_values(a) for a in self.sets]
         return (0, 0, tuple(0 for _ in self.sets), tuple(0 for _ in self.sets))
 
+    def item_count(self, k: int) -> int:
+        """Set ``k``'s items are counted up to this position (beyond, they are alike)."""
+        atom, most = self.sets[k], self.most_items(k)
+        return max(len(atom.prefix), atom.min_items, most + 1 if most is not None else 0)
+
+    def most_items(self, k: int) -> int | None:
+        """The most items set ``k`` allows: maxItems, or with uniqueItems the
+        number of values the items can take."""
+        most = self.sets[k].max_items
+        if self.values[k]:
+            most = len(self.values[k]) if most is None else min(most, len(self.values[k]))
+        return most
+
     def item_requirement(self, k: int, position: int) -> int:
-        atom = self.sets[k]
-        if atom.max_items is not None and position >= atom.max_items:
+        atom, most = self.sets[k], self.most_items(k)
+        if most is not None and position >= most:
             return FALSE
         return atom.prefix[position] if position < len(atom.prefix) else atom.items
 

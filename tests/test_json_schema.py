@@ -45,6 +45,8 @@ CASES = [
     ("pattern", {"type": "string", "pattern": "[0-9]{3}"}, ["123", "ab123cd"], ["12", "abc"]),
     ("long strings", {"type": ["string", "null"], "minLength": 20, "maxLength": 5000},
      ["é" * 20, "x" * 5000, "\n" * 47, None], ["x" * 19, "x" * 5001, 1]),
+    ("long string minimum", {"type": ["string", "integer"], "minLength": 100},
+     ["a" * 100, "a" * 131, "a" * 1000, 5], ["a" * 99, "", 1.5]),
     ("long string lengths combined", {"anyOf": [{"maxLength": 100}, {"minLength": 200, "maxLength": 300}],
                                       "not": {"minLength": 250, "maxLength": 260}},
      ["", "x" * 100, "x" * 200, "x" * 249, "x" * 261], ["x" * 101, "x" * 250, "x" * 301, 5]),
@@ -67,6 +69,16 @@ CASES = [
      [{"a": 1, "b": "x"}, {"b": 2}], [{"a": 1, "b": 2}]),
     ("items", {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
      [[1], [1, 2, 3]], [[], [1, 2, 3, 4], [1, "2"]]),
+    ("many items", {"type": "array", "items": {"type": "integer"}, "minItems": 3, "maxItems": 250},
+     [[1] * 3, [2] * 57, [3] * 250], [[1] * 2, [1] * 251, [1, "x", 1], [1] * 100 + [None]]),
+    ("many items after a prefix", {"prefixItems": [{"type": "string"}], "items": {"type": "integer"}, "maxItems": 100,
+                                   "not": {"minItems": 40, "maxItems": 60}},
+     [["a"] + [1] * 38, ["a"] + [1] * 60, ["a"] + [1] * 99, []], [["a"] + [1] * 39, ["a"] + [1] * 59, ["a"] + [1] * 100, [1]]),
+    ("thousands of items", {"type": "array", "items": {"type": "integer"}, "minItems": 3, "maxItems": 5000,
+                            "not": {"minItems": 512, "maxItems": 4095}},
+     [[1] * 3, [2] * 511, [3] * 4096, [4] * 5000], [[1] * 2, [1] * 512, [1] * 4095, [1] * 5001, [1] * 4999 + ["x"]]),
+    ("uniqueItems with a large maxItems", {"items": {"enum": ["a", "b"]}, "uniqueItems": True, "maxItems": 100_000},
+     [["a", "b"], ["b"]], [["a", "a"], ["a", "b", "a"]]),
     ("prefixItems", {"prefixItems": [{"type": "string"}, {"type": "integer"}], "items": False},
      [[], ["a"], ["a", 1]], [[1], ["a", 1, 2]]),
     ("contains", {"type": "array", "contains": {"type": "string"}, "minContains": 2, "maxContains": 3},
@@ -85,6 +97,9 @@ CASES = [
     ("oneOf overlapping objects", {"oneOf": [{"type": "object", "required": ["a"]}, {"type": "object", "required": ["b"]}]},
      [{"a": 1}, {"b": 1}], [{"a": 1, "b": 2}, {}]),
     ("not scalar", {"type": "integer", "not": {"enum": [1, 2]}}, [0, 3], [1, 2]),
+    ("false schemas in a product", {"type": "object", "oneOf": [{"properties": {"x": {"not": {}}}},
+                                                                {"properties": {"x": {"type": "integer"}}}]},
+     [{"x": 1}], [{"x": "s"}, {}]),
     ("not object", {"not": {"type": "object", "required": ["a"]}}, [{}, {"b": 1}, 1, []], [{"a": 1}]),
     ("if/then/else", {"if": {"properties": {"t": {"const": "n"}}, "required": ["t"]},
                       "then": {"properties": {"v": {"type": "number"}}}, "else": {"properties": {"v": {"type": "string"}}}},
@@ -223,6 +238,20 @@ def test_bad_schemas_are_refused(schema, message):
     with pytest.raises(ConstrainedError, match=None) as error:
         json_schema(schema)
     assert message in str(error.value)
+
+
+def test_items_counted_without_a_rule_each():
+    grammar = compiled({"type": "array", "items": {"type": "integer"}, "maxItems": 100_000})
+    assert accepts(grammar, []) and accepts(grammar, [1] * 700)
+    assert not accepts(grammar, [1, "x"])
+
+
+def test_a_rule_per_item_is_refused_past_max_count():
+    # contains tells the items apart, so each position needs a rule of its own.
+    schema = {"type": "array", "prefixItems": [{"type": "string"}], "contains": {"type": "integer"}, "minItems": 100_000}
+    with pytest.raises(ConstrainedError, match="the array at the schema root would need a grammar rule per item") as error:
+        json_schema(schema)
+    assert "Lower minItems/maxItems" in str(error.value)
 
 
 def test_lenient_skips_and_reports():
