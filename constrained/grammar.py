@@ -135,6 +135,11 @@ def _lark(text: str, start: str, import_paths, strict: bool = False):
         raise ConstrainedError(f"invalid grammar: {str(e).strip()}") from None
     except (ValueError, TypeError, KeyError, AssertionError) as e:  # lark's own checks on odd input
         raise ConstrainedError(f"invalid grammar: {type(e).__name__}: {e}") from None
+    except RecursionError:
+        raise ConstrainedError(
+            "the grammar is too deeply nested for lark's LALR analysis (Python's recursion limit): shorten its "
+            "longest chains of rules (for a JSON Schema: smaller maxLength/maxItems counts or less nesting)"
+        ) from None
     if strict and conflicts:
         raise ConstrainedError(f"the grammar is not LALR(1) (strict mode): a shift/reduce conflict for {conflicts[0]}")
     return lk
