@@ -32,6 +32,7 @@ _WALK_CACHE = 2_000  # token walks from a lexer state kept per grammar and vocab
 _NODE_CACHE = 50_000  # walks of tokens that crossed into a new lexeme, kept likewise
 _TERMINALS_KEPT = 64  # terminals' token tables shared across grammars, per vocabulary (the most recent)
 _WHOLE_TABLE_STATES = 200  # terminals with more DFA states get a token row per state reached, not a whole table
+_WIDE_STATES = 24  # and so do those with more states where a state lets in most bytes (bounded strings)
 _ROWS_KEPT = 256  # such rows kept per terminal (the most recent)
 _EXITS_KEPT = 4096  # per terminal, states whose exits are kept
 
@@ -384,6 +385,16 @@ def _stored_table(dfa: DFA, vocab: Vocabulary, key: str):
     return table, token_group
 
 
+def _whole_table_pays(dfa: DFA) -> bool:
+    """Whether one trie walk over all states beats a row per state reached. The
+    walk costs about (states x tokens alive); a DFA where most bytes go on
+    (a string of at most n characters) keeps most of the vocabulary alive in
+    every state, and a generation reaches few of its states."""
+    if dfa.n_states > _WHOLE_TABLE_STATES:
+        return False
+    return dfa.n_states <= _WIDE_STATES or int((dfa.transitions >= 0).sum(axis=1).max()) < 128
+
+
 class _TerminalTokens:
     """How a terminal's DFA fares on every token: ``next_states(s, tokens)``, its
     state after each token from state s (-1 when it dies); and, per state, how
@@ -396,7 +407,7 @@ class _TerminalTokens:
     def __init__(self, dfa: DFA, vocab: Vocabulary, key: str):
         self.dfa, self.vocab = dfa, vocab
         n = dfa.n_states
-        self.table, self.group = _stored_table(dfa, vocab, key) if n <= _WHOLE_TABLE_STATES else (None, None)
+        self.table, self.group = _stored_table(dfa, vocab, key) if _whole_table_pays(dfa) else (None, None)
         self._rows: OrderedDict = OrderedDict()
         self.trans = np.vstack([np.where(dfa.transitions < 0, n, dfa.transitions), np.full((1, 256), n)]).astype(np.int32)
         self.alive = np.append(np.ones(n, dtype=bool), False)
