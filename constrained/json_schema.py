@@ -21,7 +21,9 @@ A schema compiles in three steps:
 
 Semantics (draft 2020-12, plus the draft-04/06/07 spellings ``definitions``,
 ``dependencies``, array-form ``items`` with ``additionalItems``, boolean
-``exclusiveMinimum``/``exclusiveMaximum``, draft-04 ``id``):
+``exclusiveMinimum``/``exclusiveMaximum``, draft-04 ``id``; a document whose
+``$schema`` is draft-04 or -03 also gets their integers: no fraction or
+exponent, so ``1.0`` is not one):
 
 * Keywords: type, enum, const, multipleOf, minimum, maximum, exclusiveMinimum,
   exclusiveMaximum, minLength, maxLength, pattern (ECMA-262, unanchored),
@@ -222,6 +224,11 @@ class Schemas:
     def __init__(self, document, lenient: bool = False):
         self.document = document
         self.lenient = lenient
+        # Draft-04 (and -03) define an integer as a number without a fraction or exponent part;
+        # later drafts as an integer value (1.0 is one). The document's own $schema decides.
+        declared = document.get("$schema") if isinstance(document, dict) else None
+        self.integers_without_fraction = isinstance(declared, str) and any(
+            f"draft-0{n}/" in declared for n in (3, 4))
         self.skipped: list[str] = []
         self.ignored: set[str] = set()
         self.nodes: list = [Node("true"), Node("false", scalar=None, obj=None, arr=None)]
@@ -465,11 +472,11 @@ class Schemas:
         if "multiple_of" in args and args["multiple_of"] <= 0:
             raise ConstrainedError(f"malformed schema: 'multipleOf' at {_where(pointer)} must be positive")
         try:
-            return _number_language(integer, **args)
+            return _number_language(integer, integer and self.integers_without_fraction, **args)
         except ConstrainedError as e:
             keys = ", ".join(repr(k) for k in _NUMBER_KEYWORDS if k in schema)
             self._refuse(keys or "type", pointer, str(e))
-            return _number_language(integer)
+            return _number_language(integer, integer and self.integers_without_fraction)
 
     def _number_value(self, schema: dict, key: str, pointer: str):
         value = schema[key]
@@ -723,8 +730,13 @@ def _enum_strings(values: tuple):
 
 
 @lru_cache(maxsize=1024)
-def _number_language(integer: bool, **args):
-    return _nonempty((json_numbers.integer if integer else json_numbers.number)(**args))
+def _number_language(integer: bool, digits_only: bool, **args):
+    """Numbers (or integers) within ``args``; ``digits_only``: spelled without a
+    fraction or exponent part (draft-04 integers)."""
+    language = (json_numbers.integer if integer else json_numbers.number)(**args)
+    if digits_only:
+        language = dfa.intersect(language, dfa.from_regex(json_numbers.PLAIN_INTEGER))
+    return _nonempty(language)
 
 
 @lru_cache(maxsize=16384, typed=True)  # typed: 1, 1.0 and True are different literals

@@ -124,6 +124,10 @@ CASES = [
     ("boolean schemas", {"properties": {"yes": True, "no": False}}, [{"yes": [1]}, {}], [{"no": 1}]),
     ("draft-04 tuples", {"$schema": DRAFT4, "items": [{"type": "integer"}], "additionalItems": {"type": "string"}},
      [[1], [1, "a", "b"]], [["a"], [1, 2]]),
+    ("draft-04 integers have no fraction", {"$schema": DRAFT4, "properties": {"n": {"type": "integer", "minimum": 0}}},
+     [{"n": 12345}, {"n": 0}], [{"n": 12345.0}, {"n": 1e3}, {"n": -1}]),
+    ("draft 2020-12 integers may have a zero fraction", {"properties": {"n": {"type": "integer", "minimum": 0}}},
+     [{"n": 12345}, {"n": 12345.0}], [{"n": 1.5}, {"n": -1}]),
     ("dependencies", {"$schema": DRAFT4, "dependencies": {"a": ["b"], "c": {"required": ["d"]}}},
      [{"a": 1, "b": 2}, {"c": 1, "d": 2}], [{"a": 1}, {"c": 1}]),
 ]
