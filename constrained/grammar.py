@@ -57,7 +57,7 @@ _CONTEXT_CACHE = 100_000  # parser stacks kept per grammar
 
 def grammar(
     text_or_path, start: str = "start", max_ignored: int = MAX_IGNORED, terminals: dict | None = None,
-    strict: bool = False,
+    strict: bool = False, glued=(),
 ) -> "Grammar":
     """Output that lark parses with the grammar ``text_or_path`` (grammar text, or
     the path of a ``.lark`` file), from the rule ``start``.
@@ -67,7 +67,8 @@ def grammar(
     ``%ignore``'d lexemes span at most ``max_ignored`` bytes, one between two
     terminals. ``terminals`` maps names the grammar ``%declare``s to byte DFAs
     (``constrained.dfa.DFA``) that define them; such a grammar is lexed by the
-    rules above only (lark itself cannot lex it)."""
+    rules above only (lark itself cannot lex it). After a terminal named in
+    ``glued`` no ``%ignore``'d lexeme may come (the pieces of one JSON string)."""
     text, import_paths, source = _read(text_or_path)
     if not isinstance(max_ignored, int) or max_ignored < 1:
         raise ConstrainedError(f"max_ignored is a positive number of bytes, got {max_ignored!r}")
@@ -79,7 +80,10 @@ def grammar(
     unknown = sorted(set(terminals) - _declared(lk))
     if unknown:
         raise ConstrainedError(f"terminals {unknown} are given as DFAs but the grammar does not %declare and use them")
-    language = _compile(lk, start, max_ignored, terminals)
+    glued = frozenset(glued)
+    if not glued <= set(terminals) | {t.name for t in lk.terminals}:
+        raise ConstrainedError(f"glued terminals {sorted(glued - set(terminals))} are not terminals of the grammar")
+    language = _compile(lk, start, max_ignored, terminals, glued)
     return Grammar(lk, language, f"grammar from {source} (start={start!r})", lark_lexes=not terminals)
 
 
@@ -170,7 +174,7 @@ def _shift_reduce_conflicts():
         logger.setLevel(level)
 
 
-def _compile(lk, start: str, max_ignored: int, terminals: dict) -> "_Language":
+def _compile(lk, start: str, max_ignored: int, terminals: dict, glued=frozenset()) -> "_Language":
     """The lexer and parse table of a loaded lark grammar."""
     defs = {t.name: t for t in lk.terminals}
     ignored_names = set(lk.ignore_tokens)
@@ -206,7 +210,7 @@ def _compile(lk, start: str, max_ignored: int, terminals: dict) -> "_Language":
             dfas.append(bounded(dfa, max_ignored) if name in ignored_names else dfa)
         lexer = Lexer(dfas, ignored, choice_order)
     parser = ParseTable(lk, start, {name: k for k, name in enumerate(names)})
-    language = _Language(names, lexer, parser)
+    language = _Language(names, lexer, parser, frozenset(k for k, name in enumerate(names) if name in glued))
     if not terminals:  # with DFA terminals lark cannot lex the grammar, so there is nothing to agree with
         lexer.check_lark_agrees(set(language.acceptable.values()), names, is_str, priority)
     return language
@@ -247,12 +251,16 @@ class _Language:
     the lexer state lives in the context of the stack that was there when the
     lexeme began (the stack does not change inside a lexeme)."""
 
-    def __init__(self, names, lexer: Lexer, parser: ParseTable):
+    def __init__(self, names, lexer: Lexer, parser: ParseTable, glued=frozenset()):
         self.names = names
         self.lexer = lexer
         self.parser = parser
         ignored = frozenset(np.flatnonzero(lexer.ignored).tolist())
-        self.acceptable = {state: terms | ignored for state, terms in parser.acceptable.items()}
+        # An LR state is entered by one symbol: where that is a glued terminal, nothing is ignored next.
+        after_glued = {target for actions in parser.actions.values()
+                       for term, (shift, target, _) in actions.items() if shift and term in glued}
+        self.acceptable = {state: terms if state in after_glued else terms | ignored
+                           for state, terms in parser.acceptable.items()}
         self._contexts = SuffixMemo(_CONTEXT_CACHE)
 
     def start(self) -> tuple:

@@ -176,7 +176,8 @@ def _scientific(c: Decimal, strict: bool, above: bool) -> str | None:
         None if digit is None else f"{digit}{_FRACTION}", None if equal is None else f"{first}{equal}"
     )
     return _alternatives(
-        f"[1-9]{_FRACTION}[eE](?:{_exponent(exponent, k)})", f"(?:{mantissa})[eE](?:{_exponent('=', k)})"
+        f"[1-9]{_FRACTION}[eE](?:{_exponent(exponent, k)})",
+        None if mantissa is None else f"(?:{mantissa})[eE](?:{_exponent('=', k)})",
     )
 
 

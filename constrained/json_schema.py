@@ -168,8 +168,8 @@ def json_schema(schema, *, strict_properties: bool = False, lenient: bool = Fals
     document, source = _load(schema)
     schemas = Schemas(document, lenient=lenient)
     root = schemas.root()
-    text, terminals = schema_grammar(schemas, root, strict_properties=strict_properties)
-    compiled = grammar(text, max_ignored=max_ignored, terminals=terminals, strict=True)
+    text, terminals, glued = schema_grammar(schemas, root, strict_properties=strict_properties)
+    compiled = grammar(text, max_ignored=max_ignored, terminals=terminals, strict=True, glued=glued)
     compiled.description = f"JSON Schema from {source}"
     compiled.skipped = tuple(schemas.skipped)
     compiled.ignored_keywords = tuple(sorted(schemas.ignored))

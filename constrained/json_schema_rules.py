@@ -27,8 +27,10 @@ rules whose language is empty are removed at the end.
 Plain strings allowed more than json_schema.LONG_STRING code points (a
 maxLength of 65535 is common) would need a DFA of 20 states per code point;
 their length is counted by rules instead, over lexemes of LONG_CHUNK code
-points and a shorter tail. Where their strings must also meet a pattern,
-format or enum they become one DFA after all, or an error.
+points and a shorter tail. Their opening quote and pieces are "glued"
+terminals (``grammar(glued=)``): no whitespace may follow them, as none may
+sit inside a string. Where their strings must also meet a pattern, format or
+enum they become one DFA after all, or an error.
 
 Array items likewise get a rule per position only while something tells them
 apart (prefixItems, contains, uniqueItems, combined array schemas), up to
@@ -118,14 +120,16 @@ def _or(parts):
 
 
 def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = False):
-    """(lark grammar text, terminal DFAs) for the values valid under node ``root``."""
+    """(lark grammar text, terminal DFAs, glued terminals) for the values valid
+    under node ``root``."""
     if root == FALSE:
         raise ConstrainedError("the schema is false: no JSON value is valid")
     builder = _Builder(schemas, strict_properties)
     context = frozenset({root}) - {TRUE}
     start = builder.value(context, context)
     builder.run()
-    return builder.text(start), builder.terminal_dfas
+    text = builder.text(start)
+    return text, builder.terminal_dfas, builder.glued & builder.terminal_dfas.keys()
 
 
 class _Builder:
@@ -134,6 +138,7 @@ class _Builder:
         self.strict = strict
         self.rules: dict = {}  # name -> list of alternatives (tuples of symbols)
         self.terminal_dfas: dict = {}  # name -> DFA
+        self.glued: set = set()  # terminals inside a long string: no whitespace may follow them
         self._terminal_names: dict = {}  # DFA bytes -> name
         self._terminal_ids: dict = {}  # id(DFA) -> name
         self._keep: list = []
@@ -191,7 +196,9 @@ class _Builder:
         if region is not None:
             alternatives.append((self.terminal(_universe()[0] if region is ANY else region, "SCALAR"),))
         if lengths is not None and lengths.get(label):
-            alternatives.append((_QUOTE, self.long_string(tuple(lengths[label]))))
+            opening = self.terminal(dfa.literal(b'"'), "OPEN")
+            self.glued.add(opening)
+            alternatives.append((opening, self.long_string(tuple(lengths[label]))))
         obj = self.object_start(context, label)
         if obj is not None:
             alternatives.append(('"{"', obj))
@@ -289,10 +296,15 @@ class _Builder:
         of code points is in ``lengths``: chunks of LONG_CHUNK code points, a
         shorter tail, the closing quote."""
         chunk = self.terminal(_string_content((LONG_CHUNK,)), "TEXT")
+        self.glued.add(chunk)
 
         def tail(lengths):
             short = tuple(t for t in range(1, LONG_CHUNK) if _member(lengths, t))
-            return self.terminal(_string_content(short), "TEXT") if short else None
+            if not short:
+                return None
+            name = self.terminal(_string_content(short), "TEXT")
+            self.glued.add(name)
+            return name
         return self.counted(lengths, _Unit((chunk,), LONG_CHUNK, _QUOTE, tail))
 
     def counted(self, lengths: tuple, unit: "_Unit") -> str:
