@@ -80,3 +80,15 @@ def chat(tokenizer, question: str, system: str | None = None, examples=()) -> st
         messages += [{"role": "user", "content": asked}, {"role": "assistant", "content": answered}]
     messages.append({"role": "user", "content": question})
     return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+
+def generated_text(constraint, tokenizer, responses, max_tokens: int) -> str:
+    """The text of a constrained generation's ``responses`` (mlx-lm's), after
+    checking that it ended with EOS and that every token was allowed where it came."""
+    text = "".join(r.text for r in responses)
+    assert responses[-1].finish_reason == "stop", f"no EOS within {max_tokens} tokens: {text!r}"
+    matcher = constraint.matcher(tokenizer)
+    for r in responses:  # the last token is the EOS
+        matcher.advance(r.token)  # raises if the token was not allowed there
+    assert matcher.is_finished() and matcher.text() == text
+    return text

@@ -9,7 +9,7 @@ from mlx_lm.sample_utils import make_sampler
 
 import constrained
 
-from conftest import chat, compiled
+from conftest import chat, compiled, generated_text
 
 # grammar -> (system message, an example exchange, the question, max_tokens).
 # A model this small follows the answer format it is shown.
@@ -54,10 +54,5 @@ def test_generation_is_complete_and_parses(smollm2, name, temp):
             max_tokens=max_tokens, sampler=make_sampler(temp=temp, top_p=0.9),
         )
     )
-    text = "".join(r.text for r in responses)
-    assert responses[-1].finish_reason == "stop", f"no EOS within {max_tokens} tokens: {text!r}"
-    m = g.matcher(tokenizer)
-    for r in responses:  # the last token is the EOS
-        m.advance(r.token)  # raises if the token was not allowed there
-    assert m.is_finished() and m.text() == text
+    text = generated_text(g, tokenizer, responses, max_tokens)
     assert g.matches(text), text
