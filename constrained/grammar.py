@@ -84,7 +84,7 @@ def grammar(
     if not glued <= set(terminals) | {t.name for t in lk.terminals}:
         raise ConstrainedError(f"glued terminals {sorted(glued - set(terminals))} are not terminals of the grammar")
     language = _compile(lk, start, max_ignored, terminals, glued)
-    return Grammar(lk, language, f"grammar from {source} (start={start!r})", lark_lexes=not terminals)
+    return Grammar(lk, language, f"grammar from {source} (start={start!r})", lark_lexes=not (terminals or glued))
 
 
 def _declared(lk) -> set:

@@ -477,3 +477,16 @@ def test_strict_refuses_shift_reduce_conflicts():
     assert constrained.grammar(text).matches("ba")  # lark resolves the conflict as a shift
     with pytest.raises(constrained.ConstrainedError, match="shift/reduce conflict for A"):
         constrained.grammar(text, strict=True)
+
+
+def test_nothing_ignored_after_glued_terminals(tokenizers):
+    text = 'start: A B C\nA: "a"\nB: "b"\nC: "c"\n%ignore " "'
+    glued = constrained.grammar(text, glued={"A"})
+    assert constrained.grammar(text).matches("a b c")
+    assert glued.matches("ab c") and glued.matches(" ab c ")
+    assert not glued.matches("a b c")
+    matcher = glued.matcher(tokenizers("llama3"))
+    matcher.advance(encode_exact(tokenizers("llama3"), "a")[0])
+    assert not matcher.is_allowed(encode_exact(tokenizers("llama3"), " b")[0])
+    with pytest.raises(constrained.ConstrainedError, match="glued terminals \\['D'\\]"):
+        constrained.grammar(text, glued={"D"})

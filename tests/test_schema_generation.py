@@ -186,14 +186,7 @@ def shared_prefix(tokenizer) -> list[int]:
     return one[:common]
 
 
-LONG_STRING_BUG = pytest.mark.xfail(strict=True, reason=(
-    "engine bug: a string allowed more than 64 code points takes whitespace inside it as ignored whitespace, "
-    "uncounted: json_schema({'type': 'string', 'maxLength': 80}).matches(json.dumps(' ' * 200)) is True, and "
-    "json_schema({'type': 'string', 'maxLength': 100}).matches('\"a\\n\"') is True (a raw newline: not JSON)"))
-
-
-@pytest.mark.parametrize("name", [pytest.param(name, marks=LONG_STRING_BUG) if name == "comment_thread" else name
-                                  for name in CASES])
+@pytest.mark.parametrize("name", CASES)
 def test_output_is_valid_and_complete(primed, name):
     model, tokenizer, cache, prefix = primed
     schema, question, max_tokens = CASES[name]
