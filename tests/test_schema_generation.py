@@ -81,11 +81,11 @@ CASES = {
         "A file tree: the directory src holds the files main.py and utils.py.", 60),
     "comment_thread": (
         {"$defs": {"comment": closed({
-            "author": string(20), "text": string(80),
+            "author": string(20), "text": string(40),
             "replies": {"type": "array", "items": {"$ref": "#/$defs/comment"}, "maxItems": 2}},
             required=["author", "text"])},
          "$ref": "#/$defs/comment"},
-        "Ann wrote 'Great post!' and Bob replied 'Thanks Ann'.", 80),
+        "Ann wrote 'Great post!' and Bob replied 'Thanks Ann'.", 120),
     "payment_anyof": (
         {"anyOf": [
             closed({"method": {"const": "card"}, "number": {"type": "string", "pattern": "^[0-9]{16}$"},
