@@ -63,20 +63,16 @@ class GrammarIndex:
         self.vocab = vocab
         self.bytes, self.lengths = _token_matrix(vocab)
         self.eos = np.array(sorted(vocab.eos_ids), dtype=np.int64)
-        usable = self.lengths > 0
-        usable[self.eos] = False
         # The usable tokens (not EOS, not empty) grouped by first byte: the tokens a
         # terminal state lets in are the groups of the bytes it does not die on.
         self._first_byte = self.bytes[:, 0]
-        self._by_first = np.flatnonzero(usable)[np.argsort(self._first_byte[usable], kind="stable")]
-        self._first_starts = np.searchsorted(self._first_byte[self._by_first], np.arange(257))
+        self._by_first, self._first_starts, self._completing = _by_first_byte(vocab)
         # How every token fares from one state of one terminal, per terminal (shared across grammars).
         self._terminals = [_terminal_tokens(dfa, vocab) for dfa in self.lexer.dfas]
         self.words = (vocab.size + 31) // 32
         self._walks: dict = {}
         self._nodes: dict = {}
         self._singles: dict = {}
-        self._completing: dict = {}
         self._nothing = np.zeros(self.words, dtype=np.uint32)
         self._canon: dict = {}
         self._canon_ids: dict = {}
@@ -312,6 +308,24 @@ def _token_matrix(vocab: Vocabulary):
     hit = _TOKEN_BYTES.get(vocab)
     if hit is None:
         hit = _TOKEN_BYTES[vocab] = padded_bytes(vocab.tokens)
+    return hit
+
+
+_BY_FIRST: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _by_first_byte(vocab: Vocabulary):
+    """The usable tokens (with bytes, not EOS) sorted by first byte, where each
+    byte's run starts, and a cache for ``GrammarIndex._may_complete``: the same
+    for every grammar over this vocabulary."""
+    hit = _BY_FIRST.get(vocab)
+    if hit is None:
+        matrix, lengths = _token_matrix(vocab)
+        usable = lengths > 0
+        usable[sorted(vocab.eos_ids)] = False
+        first_byte = matrix[:, 0]
+        by_first = np.flatnonzero(usable)[np.argsort(first_byte[usable], kind="stable")]
+        hit = _BY_FIRST[vocab] = (by_first, np.searchsorted(first_byte[by_first], np.arange(257)), {})
     return hit
 
 
