@@ -72,7 +72,6 @@ class GrammarIndex:
         self.words = (vocab.size + 31) // 32
         self._walks: dict = {}
         self._nodes: dict = {}
-        self._singles: dict = {}
         self._nothing = np.zeros(self.words, dtype=np.uint32)
         self._canon: dict = {}
         self._canon_ids: dict = {}
@@ -80,18 +79,6 @@ class GrammarIndex:
         self._distinct: dict = {}
         self.bias_cache: OrderedDict = OrderedDict()
         self._eos_only = self._pack_ids(self.eos)
-
-    def _single(self, k: int) -> np.ndarray:
-        """Lexer states where terminal ``k`` alone is alive, by its DFA state (last
-        entry, for -1: the dead sentinel)."""
-        hit = self._singles.get(k)
-        if hit is None:
-            lexer = self.lexer
-            hit = np.full(lexer.dfas[k].n_states + 1, lexer.n_states, dtype=np.int16 if lexer.n_states < 32767 else np.int32)
-            for s in range(lexer.dfas[k].n_states):
-                hit[s] = lexer.state_of.get(((k, s),), lexer.n_states)
-            self._singles[k] = hit
-        return hit
 
     def _may_complete(self, entry: np.ndarray) -> np.ndarray:
         """Per token, whether a byte before its last is one of ``entry`` (the bytes
@@ -128,7 +115,7 @@ class GrammarIndex:
         if len(alive) == 1:  # inside most lexemes one terminal is left: its table answers
             k = alive[0]
             inner = self._terminals[k].known_next_state(int(self.lexer.components[q, k]), token)
-            end = self.lexer.n_states if inner is None else self._single(k)[inner]
+            end = self.lexer.n_states if inner is None or inner < 0 else int(self.lexer.single_base[k]) + inner
             ctx = self.language.context(stack)[0]
             if ctx.alive_lark[end]:  # the token stays inside the lexeme
                 return (int(end), stack) if ctx.alive_valid[end] else None

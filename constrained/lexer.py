@@ -59,42 +59,58 @@ class Lexer:
         self._contexts: dict = {}
 
     def _product(self, dfas) -> None:
-        # A state is keyed by its live terminals' (terminal, DFA state) pairs.
+        # A state is keyed by its live terminals' (terminal, DFA state) pairs. Inside most
+        # lexemes one terminal is left alive: once one such state is reached, all of that
+        # terminal's states join as a block (``single_base[t]`` + its DFA state), whose
+        # transitions are the DFA's own, shifted; only states with several live terminals
+        # are explored one by one.
         n_terms = len(dfas)
         starts = [tuple((t, 0) for t in range(n_terms)), tuple((t, 0) for t in range(n_terms) if not self.ignored[t])]
         ids: dict = {}
-        order: list = []
-        for s in starts:  # kept apart from all other states even when their tuples agree
-            ids[(True, s)] = len(order)
-            order.append(s)
+        order: list = list(starts)  # the start states are kept apart from all others even when their tuples agree
+        single_base = np.full(n_terms, -1, dtype=np.int64)
         self.q0, self.q0i = 0, 1
         self.starts = (0, 1)
-        rows = []
+
+        def state_id(live: tuple) -> int:
+            if len(live) == 1:
+                (t, s), = live
+                if single_base[t] < 0:
+                    single_base[t] = len(order)
+                    order.extend(((t, c),) for c in range(dfas[t].n_states))
+                return int(single_base[t]) + s
+            if live not in ids:
+                ids[live] = len(order)
+                order.append(live)
+            return ids[live]
+
+        rows = {}
         k = 0
         while k < len(order):
             live = order[k]
-            nxt = np.stack([dfas[t].transitions[s] for t, s in live], axis=1) if live else np.full((256, 1), -1, np.int32)
-            as_bytes = np.ascontiguousarray(nxt).view(np.dtype((np.void, 4 * nxt.shape[1]))).ravel()
-            _, first, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)  # distinct targets
-            targets = np.empty(len(first), dtype=np.int32)
-            for i, col in enumerate(nxt[first].tolist()):
-                key = (False, tuple((t, c) for (t, _), c in zip(live, col) if c >= 0))
-                if not key[1]:
-                    targets[i] = -1
-                    continue
-                if key not in ids:
-                    ids[key] = len(order)
-                    order.append(key[1])
-                targets[i] = ids[key]
-            rows.append(targets[inverse.ravel()])
+            if k in self.starts or len(live) > 1:
+                nxt = np.stack([dfas[t].transitions[s] for t, s in live], axis=1)
+                as_bytes = np.ascontiguousarray(nxt).view(np.dtype((np.void, 4 * nxt.shape[1]))).ravel()
+                _, first, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)  # distinct targets
+                targets = np.empty(len(first), dtype=np.int32)
+                for i, col in enumerate(nxt[first].tolist()):
+                    key = tuple((t, c) for (t, _), c in zip(live, col) if c >= 0)
+                    targets[i] = state_id(key) if key else -1
+                rows[k] = targets[inverse.ravel()]
             k += 1
         n = len(order)
+        trans = np.full((n + 1, 256), n, dtype=np.int32)  # the last row: the dead sentinel
         comps = np.full((n, n_terms), -1, dtype=np.int64)
-        for i, live in enumerate(order):
-            for t, c in live:
-                comps[i, t] = c
+        for k, row in rows.items():
+            trans[k] = np.where(row >= 0, row, n)
+            for t, c in order[k]:
+                comps[k, t] = c
+        for t in np.flatnonzero(single_base >= 0).tolist():
+            base, dfa = int(single_base[t]), dfas[t]
+            trans[base:base + dfa.n_states] = np.where(dfa.transitions >= 0, dfa.transitions + base, n)
+            comps[base:base + dfa.n_states, t] = np.arange(dfa.n_states)
         self.components = comps  # per state, each terminal's DFA state (-1: dead)
-        self.state_of = {key[1]: i for key, i in ids.items() if not key[0]}  # live (terminal, state) pairs -> state
+        self.single_base = single_base  # per terminal, the state where it alone is alive in its DFA state 0 (-1: none)
         self.n_states = n
         self.alive = comps >= 0
         self.alive_terminals = [[t for t, _ in live] for live in order] + [[]]  # the sentinel's: none
@@ -102,9 +118,7 @@ class Lexer:
         for t, dfa in enumerate(dfas):
             live = comps[:, t] >= 0
             self.accepting[live, t] = dfa.accepting[comps[live, t]]
-        trans = np.vstack(rows + [np.full(256, n, dtype=np.int32)])
-        trans[trans < 0] = n  # the dead sentinel
-        self.trans = np.ascontiguousarray(trans, dtype=np.int32)
+        self.trans = trans
 
     def context(self, acceptable: frozenset, valid: frozenset) -> LexContext:
         """The interned context for these terminal sets (both include the ignored terminals)."""
