@@ -45,11 +45,6 @@ def char_class(ranges) -> str:
     return f"[{items}]"
 
 
-def literal(text: str) -> str:
-    """Python syntax matching exactly ``text``."""
-    return "".join(f"\\U{ord(c):08x}" for c in text)
-
-
 @lru_cache(maxsize=64)
 def _category(name: str) -> tuple[tuple[int, int], ...]:
     """The code points of a Unicode general category (one or two letters), by

@@ -40,7 +40,7 @@ from .dfa import (
     minimize,
     utf8_encoding,
 )
-from .ecma_regex import ANCHOR_BYTES, ANY, END, START, literal, search_pattern
+from .ecma_regex import ANCHOR_BYTES, ANY, END, START, search_pattern
 from .errors import ConstrainedError
 
 _SHORT_ESCAPES = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
@@ -306,5 +306,51 @@ def enum_strings(values, *, escapes: str = "any") -> DFA:
             raise ConstrainedError(f"the string {value!r} has a lone surrogate, which cannot be written as UTF-8")
     if not values:
         return empty()
-    alternatives = "|".join(f"(?:{literal(v)})" for v in values)
-    return _quoted(_content(alternatives, _encoding(escapes), "the string values"))
+    return _quoted(_spelled(tuple(values), _encoding(escapes)))
+
+
+def _spelled(values: tuple, encoding) -> DFA:
+    """The encoded text of exactly ``values``: a trie of their characters'
+    spellings, its equal subtrees merged. A spelling is a sequence of byte
+    sets, and spellings of single characters agree on a set or share no byte
+    (hex digits come with both cases), so the trie is deterministic as it is."""
+    edges: list = [{}]  # per state: byte set -> state
+    accepting = [False]
+    ends: dict = {}  # (state, character) -> the state after that character
+
+    def new_state() -> int:
+        edges.append({})
+        accepting.append(False)
+        return len(edges) - 1
+
+    for value in values:
+        state = 0
+        for char in value:
+            nxt = ends.get((state, char))
+            if nxt is None:
+                last_steps = []
+                for spelling in encoding(ord(char), ord(char)):
+                    position = state
+                    for byte_set in spelling[:-1]:
+                        position = edges[position].get(byte_set) or edges[position].setdefault(byte_set, new_state())
+                    last_steps.append((position, spelling[-1]))
+                nxt = ends[(state, char)] = new_state()
+                for position, byte_set in last_steps:
+                    edges[position][byte_set] = nxt
+            state = nxt
+        accepting[state] = True
+    # Every state is created after the states that lead to it: equal subtrees merge from the leaves up,
+    # which leaves the minimal automaton of these strings.
+    merged = list(range(len(edges)))
+    seen: dict = {}
+    for state in range(len(edges) - 1, -1, -1):
+        key = (accepting[state], tuple(sorted((byte_set, merged[t]) for byte_set, t in edges[state].items())))
+        merged[state] = seen.setdefault(key, state)
+    kept = sorted(set(merged))
+    number = {state: i for i, state in enumerate(kept)}
+    transitions = np.full((len(kept), 256), -1, dtype=np.int32)
+    for state in kept:
+        for byte_set, target in edges[state].items():
+            for lo, hi in byte_set:
+                transitions[number[state], lo:hi + 1] = number[merged[target]]
+    return DFA(transitions, np.array([accepting[state] for state in kept]))

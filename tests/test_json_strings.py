@@ -14,8 +14,8 @@ from hypothesis.provisional import domains, urls
 from jsonschema import Draft202012Validator
 
 from constrained import ConstrainedError
-from constrained.dfa import is_empty
-from constrained.json_strings import enum_strings, string, string_literal
+from constrained.dfa import difference, from_regex, is_empty
+from constrained.json_strings import _encoding, _quoted, enum_strings, string, string_literal
 from dfa_members import members
 
 FORMAT_CHECKER = Draft202012Validator.FORMAT_CHECKER
@@ -284,6 +284,17 @@ def test_literals_in_every_spelling(values, other):
         assert all(dfa.matches(s) for s in spellings(value))
     assert any(dfa.matches(s) for s in spellings(other)) == (other in values)
     assert string_literal(values[0]).matches(json.dumps(values[0]).encode())
+
+
+@given(values=st.lists(tricky_text | no_surrogates, min_size=1, max_size=6), escapes=st.sampled_from(["any", "dumps"]))
+def test_literals_are_the_language_of_their_regex(values, escapes):
+    """enum_strings builds its automaton directly; the regex compiler, given the
+    alternatives, must find the same language (and the same minimal size)."""
+    built = enum_strings(values, escapes=escapes)
+    alternatives = "|".join("(?:" + "".join(f"\\U{ord(c):08x}" for c in v) + ")" for v in values)
+    reference = _quoted(from_regex(alternatives, _encoding(escapes)))
+    assert is_empty(difference(built, reference)) and is_empty(difference(reference, built))
+    assert built.n_states == reference.n_states
 
 
 def test_long_strings_and_their_limit():
