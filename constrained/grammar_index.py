@@ -67,8 +67,9 @@ class GrammarIndex:
         # terminal state lets in are the groups of the bytes it does not die on.
         self._first_byte = self.bytes[:, 0]
         self._by_first, self._first_starts, self._completing = _by_first_byte(vocab)
-        # How every token fares from one state of one terminal, per terminal (shared across grammars).
-        self._terminals = [_terminal_tokens(dfa, vocab) for dfa in self.lexer.dfas]
+        # How every token fares from one state of one terminal, per terminal (shared across grammars),
+        # built when the terminal is first alive in a mask: many never are (other branches of a schema).
+        self._terminals: list = [None] * len(self.lexer.dfas)
         self.words = (vocab.size + 31) // 32
         self._walks: dict = {}
         self._nodes: dict = {}
@@ -79,6 +80,12 @@ class GrammarIndex:
         self._distinct: dict = {}
         self.bias_cache: OrderedDict = OrderedDict()
         self._eos_only = self._pack_ids(self.eos)
+
+    def _terminal(self, k: int) -> "_TerminalTokens":
+        found = self._terminals[k]
+        if found is None:
+            found = self._terminals[k] = _terminal_tokens(self.lexer.dfas[k], self.vocab)
+        return found
 
     def _may_complete(self, entry: np.ndarray) -> np.ndarray:
         """Per token, whether a byte before its last is one of ``entry`` (the bytes
@@ -114,7 +121,7 @@ class GrammarIndex:
         alive = self.lexer.alive_terminals[q]
         if len(alive) == 1:  # inside most lexemes one terminal is left: its table answers
             k = alive[0]
-            inner = self._terminals[k].known_next_state(int(self.lexer.components[q, k]), token)
+            inner = self._terminal(k).known_next_state(int(self.lexer.components[q, k]), token)
             end = self.lexer.n_states if inner is None or inner < 0 else int(self.lexer.single_base[k]) + inner
             ctx = self.language.context(stack)[0]
             if ctx.alive_lark[end]:  # the token stays inside the lexeme
@@ -177,7 +184,7 @@ class GrammarIndex:
             return hit
         components = self.lexer.components[q]
         live = [k for k in self.lexer.alive_terminals[q] if ctx.acceptable[k]]
-        exits = [self._terminals[k].exits(int(components[k]), self) for k in live]
+        exits = [self._terminal(k).exits(int(components[k]), self) for k in live]
         if not live or (len(live) == 1 and not ctx.valid[live[0]]):  # no terminal the parser shifts here
             result = _Walk(self._nothing, -1, None, {})
         elif len(live) == 1:  # inside most lexemes: one terminal, whatever the grammar around it
