@@ -33,8 +33,8 @@ _NODE_CACHE = 50_000  # walks of tokens that crossed into a new lexeme, kept lik
 _TERMINALS_KEPT = 64  # terminals' token tables shared across grammars, per vocabulary (the most recent)
 _WHOLE_TABLE_STATES = 200  # terminals with more DFA states get a token row per state reached, not a whole table
 _WIDE_STATES = 24  # and so do those with more states where a state lets in most bytes (bounded strings)
-_ROWS_KEPT = 256  # such rows kept per terminal (the most recent)
-_EXITS_KEPT = 4096  # per terminal, states whose exits are kept
+_ROWS_KEPT = 256  # such rows kept per terminal (the most recently used)
+_EXITS_KEPT = 4096  # per terminal, states whose exits are kept (the most recently used)
 
 
 class _Walk:
@@ -441,7 +441,9 @@ class _TerminalTokens:
         byte by byte at once: shortest first, so each byte position updates one
         contiguous run (a trie walk from one state visits most of the trie here)."""
         row = self._rows.get(s)
-        if row is None:
+        if row is not None:
+            self._rows.move_to_end(s)
+        else:
             columns, runs, order = _tokens_by_length(self.vocab)
             state = np.full(len(order), s, dtype=np.int32)
             state[: runs[0]] = self.dfa.n_states  # tokens without bytes
@@ -460,7 +462,9 @@ class _TerminalTokens:
         complete it and leave it later, with the offset of the byte that starts
         the next lexeme; and the first bytes that do not kill it)."""
         hit = self._exits.get(s)
-        if hit is None:
+        if hit is not None:
+            self._exits.move_to_end(s)
+        else:
             alive_bytes = self.trans[s] < self.dfa.n_states
             tok = index.starting_with(alive_bytes)
             stays = self.next_states(s, tok) >= 0
