@@ -77,15 +77,15 @@ def _universe():
 @lru_cache(maxsize=256)
 def _string_content(lengths: tuple):
     """The text between the quotes of the strings with these numbers of code
-    points (a raw '"' never occurs inside a JSON string, so it is the closing quote)."""
+    points: the closing quote is a '"' that ends the string (one that follows
+    a backslash is part of an escape and stays)."""
     quoted = dfa.union(*[json_strings.string(min_length=n, max_length=n) for n in lengths])
     quote = ord('"')
-    closing = quoted.transitions[:, quote]
-    accepting = np.zeros(quoted.n_states, dtype=bool)
-    accepting[closing >= 0] = quoted.accepting[closing[closing >= 0]]
+    after = quoted.transitions[:, quote]
+    closing = (after >= 0) & quoted.accepting[np.maximum(after, 0)]
     inside = quoted.transitions.copy()
-    inside[:, quote] = -1
-    return dfa.minimize(inside, accepting, start=int(quoted.transitions[0, quote]))
+    inside[closing, quote] = -1
+    return dfa.minimize(inside, closing, start=int(quoted.transitions[quoted.start, quote]))
 
 
 def _nonempty(language):

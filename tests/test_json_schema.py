@@ -187,6 +187,17 @@ def test_strict_properties_forbids_undeclared_keys():
     assert not accepts(negated, {"a": "x"})
 
 
+def test_long_strings_keep_escaped_quotes():
+    """Strings counted by grammar rules (over 64 code points allowed) may hold
+    escaped quotes anywhere, a lexeme boundary included."""
+    schema = {"type": "string", "maxLength": 100}
+    grammar = compiled(schema)
+    for value in ['x"y', '{"a": "b"}', '"' * 100, "a" * 15 + '"' + "\\" * 20]:
+        assert valid(schema, value) and accepts(grammar, value)
+    for value in ['"' * 101, 'x"y' * 34]:
+        assert not valid(schema, value) and not accepts(grammar, value)
+
+
 def test_json_mode_accepts_any_value():
     grammar = constrained.json()
     for value in [None, 0, -1.5e300, "é\n\"", [], {}, [1, {"a": [True, None, {"": ""}]}]]:
