@@ -45,8 +45,11 @@ exponent, so ``1.0`` is not one):
   declares properties and does not ask for others explicitly.
 * Output order: declared properties (``properties``, then ``required`` names
   not among them) come in schema order; undeclared ones may come anywhere
-  between them. Array items and object members are separated by ``,``;
-  whitespace between tokens is bounded (``max_ignored`` bytes per gap).
+  between them. Where schemas combine (allOf, anyOf, oneOf, if/then/else,
+  ...), their orders merge into one that keeps each schema's own where they
+  agree, a schema's properties before those of the schemas it combines.
+  Array items and object members are separated by ``,``; whitespace between
+  tokens is bounded (``max_ignored`` bytes per gap).
 * Numbers compare by value (an ``enum`` of ``1`` also allows ``1.0``); strings
   by code points whatever their escaping.
 """

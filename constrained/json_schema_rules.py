@@ -19,7 +19,8 @@ whose label in context C is L:
 
 The product state of an object is (position among the declared keys, which
 keyword sets already failed, members so far); declared keys come in one
-order and undeclared ones anywhere between them. An array's state is
+order (the sets' own, merged: _merged_order) and undeclared ones anywhere
+between them. An array's state is
 (position, failed sets, ``contains`` matches per set, values seen per
 uniqueItems set). States that cannot lead to the wanted label are pruned;
 rules whose language is empty are removed at the end.
@@ -77,15 +78,15 @@ def _universe():
 @lru_cache(maxsize=256)
 def _string_content(lengths: tuple):
     """The text between the quotes of the strings with these numbers of code
-    points (a raw '"' never occurs inside a JSON string, so it is the closing quote)."""
+    points: the closing quote is a '"' that ends the string (one that follows
+    a backslash is part of an escape and stays)."""
     quoted = dfa.union(*[json_strings.string(min_length=n, max_length=n) for n in lengths])
     quote = ord('"')
-    closing = quoted.transitions[:, quote]
-    accepting = np.zeros(quoted.n_states, dtype=bool)
-    accepting[closing >= 0] = quoted.accepting[closing[closing >= 0]]
+    after = quoted.transitions[:, quote]
+    closing = (after >= 0) & quoted.accepting[np.maximum(after, 0)]
     inside = quoted.transitions.copy()
-    inside[:, quote] = -1
-    return dfa.minimize(inside, accepting, start=int(quoted.transitions[0, quote]))
+    inside[closing, quote] = -1
+    return dfa.minimize(inside, closing, start=int(quoted.transitions[quoted.start, quote]))
 
 
 def _nonempty(language):
@@ -392,6 +393,21 @@ class _Builder:
                 visit(j)
             state[i] = 2
             order.append(i)
+
+        for i in sorted(context):
+            visit(i)
+        return order
+
+    def preorder(self, context) -> list:
+        """The nodes that apply to the same value as ``context``, each before the
+        nodes it combines (the order a reader meets them in the schema)."""
+        order = []
+
+        def visit(i):
+            if i not in order:
+                order.append(i)
+                for j in self.schemas.node(i).combines:
+                    visit(j)
 
         for i in sorted(context):
             visit(i)
@@ -759,6 +775,34 @@ def _label(schemas, order, atoms: dict, context) -> frozenset:
     return frozenset(i for i in context if truth[i])
 
 
+def _merged_order(orders: list) -> list:
+    """The names of ``orders`` (lists of property names, in schema order) in one
+    order that keeps each list's own order where the lists agree, so that output
+    in the order of any one combined schema is allowed. Among names free to come
+    next the earliest listed goes first; where the lists disagree (a cycle), the
+    earliest listed of the rest breaks it."""
+    first = {}
+    after = {}  # name -> names a list puts right after it
+    for names in orders:
+        for k, name in enumerate(names):
+            first.setdefault(name, len(first))
+            after.setdefault(name, set())
+            if k:
+                after[names[k - 1]].add(name)
+    waiting = {name: 0 for name in first}
+    for name in first:
+        for later in after[name]:
+            waiting[later] += 1
+    merged, left = [], sorted(first, key=first.get)
+    while left:
+        name = next((n for n in left if not waiting[n]), left[0])
+        left.remove(name)
+        merged.append(name)
+        for later in after[name]:
+            waiting[later] -= 1
+    return merged
+
+
 def _unmet(alive, label) -> int:
     """The sets (bits) whose requirement a value with ``label`` does not meet."""
     return sum(1 << k for k, r in alive if r == FALSE or (r != TRUE and r not in label))
@@ -829,12 +873,11 @@ class _ObjectProduct(_Product):
 
     def _prepare(self):
         builder = self.builder
-        keys = []
-        for atom in self.sets:
-            for name in [p[0] for p in atom.properties] + list(atom.required):
-                if name not in keys:
-                    keys.append(name)
-        self.keys = keys
+        # Each set's declared names in schema order, sets in the order a reader meets them.
+        rank = {i: k for k, i in enumerate(builder.preorder(self.context))}
+        self.keys = keys = _merged_order(
+            [list(dict.fromkeys([p[0] for p in atom.properties] + list(atom.required)))
+             for _, atom in sorted(zip(self.set_nodes, self.sets), key=lambda pair: rank[pair[0]])])
         self.key_languages = [scalar_literal(k) for k in keys]
         self.requires = [sum(1 << k for k, atom in enumerate(self.sets) if name in atom.required) for name in keys]
         self.requires_from = [0] * (len(keys) + 1)

@@ -174,6 +174,19 @@ def test_declared_properties_come_in_schema_order():
     assert accepts(grammar, {"x": 0, "a": 1, "y": 2, "b": 3, "z": 4})  # undeclared ones go anywhere
 
 
+def test_combined_schemas_keep_each_ones_property_order():
+    """Keys of schemas combined for one value merge into one order that keeps each
+    schema's own, a schema's own before those of the schemas it combines."""
+    schema = {"properties": {"name": {"type": "string"}}, "required": ["name"], "oneOf": [
+        {"properties": {"type": {"type": "string"}}, "required": ["type"]},
+        {"properties": {"current": {"type": "number"}, "state": {"const": "running"}}, "required": ["state"]}]}
+    grammar = compiled(schema)
+    for value in [{"name": "n", "type": "t"}, {"name": "n", "current": 5, "state": "running"}]:
+        assert valid(schema, value) and accepts(grammar, value)
+    for value in [{"name": "n", "current": "5", "state": "running"}, {"name": "n", "type": "t", "state": "running"}]:
+        assert not valid(schema, value) and not accepts(grammar, value)
+
+
 def test_strict_properties_forbids_undeclared_keys():
     schema = {"properties": {"a": {"type": "integer"}}, "required": ["a"]}
     grammar = compiled(schema, strict_properties=True)
@@ -185,6 +198,17 @@ def test_strict_properties_forbids_undeclared_keys():
     negated = compiled({"type": "object", "not": {"properties": {"a": {"type": "string"}}}}, strict_properties=True)
     assert accepts(negated, {"a": 1})
     assert not accepts(negated, {"a": "x"})
+
+
+def test_long_strings_keep_escaped_quotes():
+    """Strings counted by grammar rules (over 64 code points allowed) may hold
+    escaped quotes anywhere, a lexeme boundary included."""
+    schema = {"type": "string", "maxLength": 100}
+    grammar = compiled(schema)
+    for value in ['x"y', '{"a": "b"}', '"' * 100, "a" * 15 + '"' + "\\" * 20]:
+        assert valid(schema, value) and accepts(grammar, value)
+    for value in ['"' * 101, 'x"y' * 34]:
+        assert not valid(schema, value) and not accepts(grammar, value)
 
 
 def test_json_mode_accepts_any_value():
