@@ -77,12 +77,10 @@ ENFORCED = frozenset({
     "patternProperties", "propertyNames", "minProperties", "maxProperties", "dependentRequired",
     "dependentSchemas", "dependencies", "items", "prefixItems", "additionalItems", "minItems", "maxItems",
     "contains", "minContains", "maxContains", "uniqueItems", "allOf", "anyOf", "oneOf", "not", "if", "then",
-    "else", "$ref",
+    "else", "$ref", "unevaluatedProperties", "unevaluatedItems",
 })
 # Keywords of the specification that cannot be enforced exactly.
 REFUSED = {
-    "unevaluatedProperties": "it depends on which keywords evaluated each property",
-    "unevaluatedItems": "it depends on which keywords evaluated each item",
     "$dynamicRef": "dynamic scopes are not supported",
     "$recursiveRef": "dynamic scopes are not supported",
 }
@@ -397,6 +395,9 @@ class Schemas:
         node.obj = self._object(schema, pointer, base) if "object" in types else None
         node.arr = self._array(schema, pointer, base) if "array" in types else None
         self._combinators(schema, pointer, base, node)
+        if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:
+            from .json_unevaluated import restrict_unevaluated
+            restrict_unevaluated(self, schema, pointer, base, node)
         for key in ("enum", "const"):
             if key in schema:
                 self._restrict_to_values(node, schema, key, pointer)
