@@ -76,7 +76,8 @@ def restrict_unevaluated(schemas, schema: dict, pointer: str, base: str, node: N
         where = f"{pointer}/{key}"
         try:
             cases = _cases(_terms(schemas, schema, pointer, base, kind, frozenset(), ()))
-            branches = [schemas.conjunction([c.node for c in conditions] + [_rest(schemas, kind, evaluated, rest, where)])
+            branches = [schemas.conjunction([c.node for c in conditions]
+                                            + [_rest(schemas, kind, evaluated, rest, where)])
                         for conditions, evaluated in cases]
         except ConstrainedError as e:
             schemas._refuse(key, pointer, str(e))
@@ -120,7 +121,7 @@ def _terms(schemas, schema: dict, pointer: str, base: str, kind: str, conditions
         if "else" in schema:
             add(f"{pointer}/else", base,
                 (_Condition(schemas.negation(holds, f"{pointer}/if"), f"{pointer}/if", False),))
-    for key in ("dependentSchemas", "dependencies"):
+    for key in ("dependentSchemas", "dependencies") if kind == "object" else ():  # they only apply to objects
         for name, value in schemas._map(schema, key, pointer).items():
             if isinstance(value, (dict, bool)):
                 here = f"{pointer}/{key}/{_escape(name)}"

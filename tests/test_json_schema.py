@@ -128,6 +128,32 @@ CASES = [
      [{"n": 12345}, {"n": 0}], [{"n": 12345.0}, {"n": 1e3}, {"n": -1}]),
     ("draft 2020-12 integers may have a zero fraction", {"properties": {"n": {"type": "integer", "minimum": 0}}},
      [{"n": 12345}, {"n": 12345.0}], [{"n": 1.5}, {"n": -1}]),
+    ("format applies to strings only", {"format": "email"}, ["a@b.c", 12, 13.7, None, False, {}, []], ["no at sign"]),
+    ("unevaluatedProperties with $ref and allOf", {"$defs": {"base": {"properties": {"a": {"type": "integer"}}}},
+                                                   "$ref": "#/$defs/base", "allOf": [{"properties": {"b": {}}}],
+                                                   "unevaluatedProperties": False},
+     [{}, {"a": 1}, {"a": 1, "b": "x"}, 3], [{"kind": 1}, {"a": 1, "kind": 1}, {"a": "x"}]),
+    # "b" counts as evaluated only when the second branch holds.
+    ("unevaluatedProperties with anyOf", {"anyOf": [{"properties": {"a": {"const": 1}}, "required": ["a"]},
+                                                    {"properties": {"b": {"const": 2}}, "required": ["b"]}],
+                                          "unevaluatedProperties": {"type": "string"}},
+     [{"a": 1}, {"a": 1, "b": 2}, {"a": 1, "b": "s"}, {"b": 2, "kind": "s"}], [{"a": 1, "b": 3}, {"a": 1, "kind": 1}, {"kind": "s"}]),
+    # "kind" counts as evaluated only when "if" holds.
+    ("unevaluatedProperties with if/then/else", {"if": {"properties": {"kind": {"const": "n"}}, "required": ["kind"]},
+                                                 "then": {"properties": {"a": {"type": "number"}}},
+                                                 "else": {"properties": {"b": {}}}, "unevaluatedProperties": False},
+     [{"kind": "n", "a": 1}, {"kind": "n"}, {"b": 1}, {}], [{"kind": "s"}, {"kind": "n", "b": 1}, {"a": 1}]),
+    ("unevaluatedProperties with dependentSchemas", {"properties": {"a": {}}, "dependentSchemas": {
+        "a": {"properties": {"b": {"type": "integer"}}}}, "unevaluatedProperties": False},
+     [{"a": 1, "b": 2}, {"a": 1}, {}], [{"b": 2}, {"a": 1, "b": "x"}, {"a": 1, "kind": 1}]),
+    ("unevaluatedProperties nested", {"properties": {"a": {"properties": {"b": {}}, "unevaluatedProperties": False}}},
+     [{"a": {"b": 1}}, {"kind": 1}], [{"a": {"kind": 1}}]),
+    ("unevaluatedItems with prefixItems and contains", {"prefixItems": [{"type": "string"}], "contains": {"type": "integer"},
+                                                        "unevaluatedItems": {"type": "null"}},
+     [["a", 1], ["a", 1, None, 2], ["a", None, 1], {}], [["a", 1, "b"], ["a", None], ["a", 1, True]]),
+    ("unevaluatedItems with oneOf", {"oneOf": [{"prefixItems": [{"const": 1}]}, {"prefixItems": [{"const": 2}, True]}],
+                                     "unevaluatedItems": False},
+     [[1], [2], [2, "x"]], [[1, "x"], [2, "x", 3], [3], []]),
     ("dependencies", {"$schema": DRAFT4, "dependencies": {"a": ["b"], "c": {"required": ["d"]}}},
      [{"a": 1, "b": 2}, {"c": 1, "d": 2}], [{"a": 1}, {"c": 1}]),
 ]
@@ -227,7 +253,8 @@ def test_pydantic_model():
     ({"properties": {"a": {"minLength": -1}}}, "'minLength' at /properties/a"),
     ({"items": {"$ref": "#/$defs/missing"}}, "#/$defs/missing"),
     ({"properties": {"a": {"$ref": "https://example.com/s.json"}}}, "remote"),
-    ({"properties": {"a/b": {"unevaluatedProperties": False}}}, "'unevaluatedProperties' at /properties/a~1b"),
+    ({"properties": {"a/b": {"anyOf": [{"properties": {f"p{k}": {}}} for k in range(5)], "unevaluatedProperties": False}}},
+     "'unevaluatedProperties' at /properties/a~1b"),
     ({"type": "array", "items": {"type": "object"}, "uniqueItems": True}, "'uniqueItems' at the schema root"),
     ({"allOf": [{"type": "string"}, {"type": "integer"}]}, "no JSON value"),
     ({"type": "object", "properties": {"a": {"type": "integer", "minimum": 5, "maximum": 4}}, "required": ["a"]},
@@ -299,7 +326,9 @@ JSON_VALUES = st.recursive(
 
 SOUNDNESS_SCHEMAS = [c[1] for c in CASES if c[0] in (
     "oneOf objects", "oneOf overlapping objects", "not object", "if/then/else", "allOf", "dependentSchemas",
-    "contains", "uniqueItems", "enum", "patternProperties")]
+    "contains", "uniqueItems", "enum", "patternProperties", "unevaluatedProperties with anyOf",
+    "unevaluatedProperties with if/then/else", "unevaluatedProperties with dependentSchemas",
+    "unevaluatedItems with prefixItems and contains", "unevaluatedItems with oneOf")]
 
 
 @given(value=JSON_VALUES, k=st.integers(0, len(SOUNDNESS_SCHEMAS) - 1))
