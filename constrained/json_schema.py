@@ -32,14 +32,14 @@ exponent, so ``1.0`` is not one):
   dependentSchemas, items, prefixItems, additionalItems, minItems, maxItems,
   contains, minContains, maxContains, uniqueItems (where the items are a small
   finite set of scalars), allOf, anyOf, oneOf, not, if/then/else, $ref, $defs,
-  $anchor, $id. Boolean schemas.
+  $anchor, $id, unevaluatedProperties and unevaluatedItems (json_unevaluated.py).
+  Boolean schemas.
 * Annotations (title, description, default, examples, deprecated, readOnly,
   ...) and keywords no draft defines (``x-...``, typos) are ignored, as the
   specification says; their names are kept in ``.ignored_keywords``.
-* Keywords that cannot be enforced exactly (unevaluatedProperties,
-  $dynamicRef, uniqueItems over objects, ...) are errors naming the keyword
-  and its JSON pointer; with ``lenient=True`` they are skipped instead and
-  listed in ``.skipped``.
+* Keywords that cannot be enforced exactly ($dynamicRef, uniqueItems over
+  objects, ...) are errors naming the keyword and its JSON pointer; with
+  ``lenient=True`` they are skipped instead and listed in ``.skipped``.
 * Spec defaults: additionalProperties allows any value under an undeclared
   key; ``strict_properties=True`` forbids undeclared keys where a schema
   declares properties and does not ask for others explicitly.
