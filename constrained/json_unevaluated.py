@@ -15,10 +15,10 @@ add evaluated members, so the keyword holds exactly when, for some set Q of
 terms whose conditions all hold, the members no term of Q declares meet the
 schema: the actual set of holding terms is one such Q, and any other Q's
 members are a subset of it. Each Q becomes an ``anyOf`` branch: its conditions
-and one ObjectAtom (ArrayAtom) that leaves Q's members free and holds the rest
-to the schema. Sets of terms that cannot hold together (two ``oneOf``
-branches, ``then`` and ``else``) are left out; more than MAX_CASES others are
-refused.
+and an ObjectAtom (ArrayAtom) that leaves Q's members free and holds the rest
+to the schema, one atom per different set of members. Sets of terms that
+cannot hold together (two ``oneOf`` branches, ``then`` and ``else``) are left
+out; more than MAX_CASES atoms are refused.
 """
 
 from dataclasses import dataclass, field
@@ -75,7 +75,7 @@ def restrict_unevaluated(schemas, schema: dict, pointer: str, base: str, node: N
             continue
         where = f"{pointer}/{key}"
         try:
-            cases = _cases(_terms(schemas, schema, pointer, base, kind, frozenset(), ()))
+            cases = _cases(_terms(schemas, schema, pointer, base, kind, (), {}))
             branches = [schemas.conjunction([c.node for c in conditions]
                                             + [_rest(schemas, kind, evaluated, rest, where)])
                         for conditions, evaluated in cases]
@@ -86,23 +86,25 @@ def restrict_unevaluated(schemas, schema: dict, pointer: str, base: str, node: N
             node.any_of += (tuple(dict.fromkeys(branches)),)
 
 
-def _terms(schemas, schema: dict, pointer: str, base: str, kind: str, conditions: frozenset, path: tuple) -> dict:
+def _terms(schemas, schema: dict, pointer: str, base: str, kind: str, path: tuple, memo: dict) -> dict:
     """{conditions: Evaluated} for ``schema`` (``base``: its own base URI) and the
-    subschemas it applies in place."""
+    subschemas it applies in place; ``memo``: the answers for other pointers."""
     if pointer in path:
         raise ConstrainedError(f"the subschemas applied in place refer back to {pointer or '#'} in a cycle")
-    path += (pointer,)
+    if pointer in memo:
+        return memo[pointer]
     for key in _DYNAMIC:
         if key in schema:
             raise ConstrainedError(f"what it evaluates depends on {key} at {pointer or 'the schema root'}, "
                                    "a dynamic reference, which is not supported")
-    terms = {conditions: _own(schemas, schema, pointer, base, kind, top=not path[:-1])}
+    terms = {frozenset(): _own(schemas, schema, pointer, base, kind, top=not path)}
 
     def add(child_pointer: str, child_base: str, more=()):
         child = schemas._at(child_pointer)
         if isinstance(child, dict):
             for c, evaluated in _terms(schemas, child, child_pointer, schemas._base(child, child_base), kind,
-                                       conditions | set(more), path).items():
+                                       path + (pointer,), memo).items():
+                c |= set(more)
                 terms[c] = terms[c] | evaluated if c in terms else evaluated
 
     if "$ref" in schema:
@@ -126,6 +128,7 @@ def _terms(schemas, schema: dict, pointer: str, base: str, kind: str, conditions
             if isinstance(value, (dict, bool)):
                 here = f"{pointer}/{key}/{_escape(name)}"
                 add(here, base, (_Condition(schemas.has_keys((name,), here), here),))
+    memo[pointer] = terms
     return terms
 
 
@@ -147,24 +150,27 @@ def _own(schemas, schema: dict, pointer: str, base: str, kind: str, top: bool) -
 
 
 def _cases(terms: dict) -> list:
-    """[(conditions, Evaluated)]: the sets of terms that can hold together, one per
-    different union (the smallest set that gives it)."""
-    always = terms.pop(frozenset(), Evaluated())
+    """[(conditions, Evaluated)] for the sets of terms that can hold together,
+    leaving out a set when a smaller one evaluates the same members under fewer
+    conditions."""
+    always = terms[frozenset()]
     chosen = [((), frozenset())]  # (terms, their conditions), grown one term at a time
     for term in [(c, e) for c, e in terms.items() if not always.covers(e)]:
         chosen += [(terms_ + (term,), conditions | term[0]) for terms_, conditions in chosen
                    if not _exclusive(conditions | term[0])]
         if len(chosen) > MAX_SETS_OF_TERMS:
             raise ConstrainedError(_TOO_MANY)
-    cases = {}
-    for terms_, conditions in sorted(chosen, key=lambda t: len(t[0])):
+    cases = {}  # key of the members evaluated -> (Evaluated, [conditions])
+    for terms_, conditions in sorted(chosen, key=lambda t: len(t[1])):
         evaluated = always
         for _, e in terms_:
             evaluated = evaluated | e
-        cases.setdefault(_key(evaluated), (conditions, evaluated))
+        _, kept = cases.setdefault(_key(evaluated), (evaluated, []))
+        if not any(other <= conditions for other in kept):
+            kept.append(conditions)
     if len(cases) > MAX_CASES:
         raise ConstrainedError(_TOO_MANY)
-    return list(cases.values())
+    return [(conditions, evaluated) for evaluated, kept in cases.values() for conditions in kept]
 
 
 def _key(evaluated: Evaluated):

@@ -4,6 +4,7 @@ properties come in schema order) and the others rejected; bad schemas are
 refused with messages that name the keyword and its JSON pointer; random
 values are never accepted unless the validator accepts them."""
 
+import itertools
 import json
 
 import jsonschema
@@ -154,6 +155,11 @@ CASES = [
     ("unevaluatedItems with oneOf", {"oneOf": [{"prefixItems": [{"const": 1}]}, {"prefixItems": [{"const": 2}, True]}],
                                      "unevaluatedItems": False},
      [[1], [2], [2, "x"]], [[1, "x"], [2, "x", 3], [3], []]),
+    # The first branch never holds (both oneOf branches always do); the second evaluates the same item.
+    ("unevaluatedItems with a branch that never holds", {"anyOf": [{"oneOf": [{}, {}], "prefixItems": [True]},
+                                                                  {"prefixItems": [{"const": 1}]}],
+                                                        "unevaluatedItems": False},
+     [[1], []], [[2], [1, 1]]),
     ("dependencies", {"$schema": DRAFT4, "dependencies": {"a": ["b"], "c": {"required": ["d"]}}},
      [{"a": 1, "b": 2}, {"c": 1, "d": 2}], [{"a": 1}, {"c": 1}]),
 ]
@@ -336,3 +342,52 @@ def test_accepted_values_are_valid(value, k):
     schema = SOUNDNESS_SCHEMAS[k]
     if accepts(compiled(schema), value):
         assert valid(schema, value)
+
+
+# Small schemas where what is evaluated depends on which in-place branches hold.
+UNEVALUATED_LEAVES = st.sampled_from([True, {"type": "integer"}, {"type": "string"}, {"const": 1}])
+
+
+def unevaluated_schemas(kind: str):
+    own = {"object": st.fixed_dictionaries({}, optional={
+        "properties": st.dictionaries(st.sampled_from(["a", "b"]), UNEVALUATED_LEAVES, min_size=1, max_size=2),
+        "patternProperties": st.just({"^x": {"type": "integer"}}),
+        "required": st.sampled_from([["a"], ["b"]]),
+        "additionalProperties": st.just({"type": "string"})}),
+        "array": st.fixed_dictionaries({}, optional={
+            "prefixItems": st.lists(UNEVALUATED_LEAVES, min_size=1, max_size=3),
+            "items": st.just({"type": "string"}),
+            "contains": UNEVALUATED_LEAVES,
+            "minContains": st.just(0)})}[kind]
+    rest = {"object": "unevaluatedProperties", "array": "unevaluatedItems"}[kind]
+
+    def nest(inner):
+        branches = st.lists(inner, min_size=1, max_size=3)
+        applicators = st.fixed_dictionaries({}, optional={
+            "anyOf": branches, "oneOf": branches, "allOf": branches, "if": inner, "then": inner, "else": inner,
+            "not": inner, rest: st.sampled_from([False, {"type": "string"}]),
+            **({"dependentSchemas": st.dictionaries(st.just("a"), inner, min_size=1)} if kind == "object" else {})})
+        return st.tuples(own, applicators).map(lambda parts: parts[0] | parts[1])
+
+    return st.tuples(st.recursive(own, nest, max_leaves=5), st.sampled_from([False, {"type": "string"}])).map(
+        lambda parts: parts[0] | {rest: parts[1]})
+
+
+UNEVALUATED_VALUES = {
+    "object": st.dictionaries(st.sampled_from(["a", "b", "c", "xa"]), st.sampled_from([1, "s", None]), max_size=4),
+    "array": st.lists(st.sampled_from([1, "s", None]), max_size=4)}
+
+
+@given(data=st.data(), kind=st.sampled_from(["object", "array"]))
+def test_unevaluated_matches_jsonschema(data, kind):
+    """Random unevaluatedProperties / unevaluatedItems schemas: no invalid value is
+    accepted, and every valid one is, in some order of its members."""
+    schema = data.draw(unevaluated_schemas(kind))
+    try:
+        grammar = json_schema(schema)
+    except ConstrainedError as e:  # too many cases, or no value at all
+        assert "unevaluated" in str(e) or "too complex" in str(e) or "no JSON value" in str(e), str(e)
+        return
+    for value in data.draw(st.lists(UNEVALUATED_VALUES[kind], min_size=10, max_size=10)):
+        orders = [dict(p) for p in itertools.permutations(value.items())] if kind == "object" else [value]
+        assert any(accepts(grammar, v) for v in orders) == valid(schema, value), (schema, value)
