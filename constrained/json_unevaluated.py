@@ -10,26 +10,27 @@ value in place (the schema itself, ``allOf``, ``$ref``, the branches of
 the unevaluated* schema.
 
 What is evaluated is a union of *terms*: what one subschema declares, and the
-conditions (subschemas that must hold) under which it counts. Conditions only
-add evaluated members, so the keyword holds exactly when, for some set Q of
-terms whose conditions all hold, the members no term of Q declares meet the
-schema: the actual set of holding terms is one such Q, and any other Q's
-members are a subset of it. Each Q becomes an ``anyOf`` branch: its conditions
-and an ObjectAtom (ArrayAtom) that leaves Q's members free and holds the rest
-to the schema, one atom per different set of members. Sets of terms that
-cannot hold together (two ``oneOf`` branches, ``then`` and ``else``) are left
-out; more than MAX_CASES atoms are refused.
+conditions (subschemas that must hold) under which it counts. Property names
+(item positions) fall into *regions* by the terms that declare them; a member
+of the region of terms G is evaluated exactly when the conditions of one term
+of G hold, so the keyword is, per region, "one of G's conditions holds, or
+every member in the region meets the schema": an ``anyOf`` of those
+conditions and an ObjectAtom (ArrayAtom) that holds the region's members to
+the schema. Items matched by a ``contains`` that counts only under conditions
+do not fit this: for each set of such terms whose conditions hold, the
+regions' items may also match their ``contains`` schemas. More than
+MAX_REGIONS regions (or MAX_CONTAINS such ``contains``) are refused.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from itertools import combinations
 
+from . import dfa, json_strings
 from .errors import ConstrainedError
 from .json_schema import FALSE, TRUE, ArrayAtom, Node, ObjectAtom, _escape, _string_language
 
-MAX_CASES = 16  # different sets of evaluated members one keyword may tell apart
-MAX_SETS_OF_TERMS = 256  # sets of terms that can hold together, looked through to find them
-_TOO_MANY = ("the members it leaves unevaluated depend on too many combinations of anyOf / oneOf / if / "
-             "dependentSchemas branches")
+MAX_REGIONS = 12  # regions of members one keyword tells apart (each an object or array atom)
+MAX_CONTAINS = 3  # conditional contains terms (all their subsets are cases)
 _DYNAMIC = ("$dynamicRef", "$recursiveRef")
 
 
@@ -49,21 +50,6 @@ class Evaluated:
                          tuple(dict.fromkeys(self.patterns + other.patterns)), max(self.prefix, other.prefix),
                          tuple(dict.fromkeys(self.contains + other.contains)), self.every or other.every)
 
-    def covers(self, other: "Evaluated") -> bool:
-        return self.every or not other.every and set(other.names) <= set(self.names) and set(
-            other.patterns) <= set(self.patterns) and other.prefix <= self.prefix and set(
-            other.contains) <= set(self.contains)
-
-
-@dataclass(frozen=True)
-class _Condition:
-    """A subschema that must hold (``node``); conditions of one ``group`` with
-    different ``choice``s exclude each other (``oneOf`` branches, if / else)."""
-
-    node: int
-    group: str
-    choice: object = field(default=None, compare=False)
-
 
 def restrict_unevaluated(schemas, schema: dict, pointer: str, base: str, node: Node) -> None:
     """Add to ``node`` what the schema's unevaluatedProperties / unevaluatedItems ask."""
@@ -73,22 +59,17 @@ def restrict_unevaluated(schemas, schema: dict, pointer: str, base: str, node: N
         rest = schemas._child(schema, key, pointer, base)
         if rest == TRUE:
             continue
-        where = f"{pointer}/{key}"
         try:
-            cases = _cases(_terms(schemas, schema, pointer, base, kind, (), {}))
-            branches = [schemas.conjunction([c.node for c in conditions]
-                                            + [_rest(schemas, kind, evaluated, rest, where)])
-                        for conditions, evaluated in cases]
+            terms = _terms(schemas, schema, pointer, base, kind, (), {})
+            make = _object_regions if kind == "object" else _array_regions
+            node.any_of += make(schemas, terms, rest, f"{pointer}/{key}")
         except ConstrainedError as e:
             schemas._refuse(key, pointer, str(e))
-            continue
-        if TRUE not in branches:
-            node.any_of += (tuple(dict.fromkeys(branches)),)
 
 
 def _terms(schemas, schema: dict, pointer: str, base: str, kind: str, path: tuple, memo: dict) -> dict:
-    """{conditions: Evaluated} for ``schema`` (``base``: its own base URI) and the
-    subschemas it applies in place; ``memo``: the answers for other pointers."""
+    """{conditions (node ids): Evaluated} for ``schema`` (``base``: its own base
+    URI) and the subschemas it applies in place; ``memo``: the answers for other pointers."""
     if pointer in path:
         raise ConstrainedError(f"the subschemas applied in place refer back to {pointer or '#'} in a cycle")
     if pointer in memo:
@@ -99,35 +80,32 @@ def _terms(schemas, schema: dict, pointer: str, base: str, kind: str, path: tupl
                                    "a dynamic reference, which is not supported")
     terms = {frozenset(): _own(schemas, schema, pointer, base, kind, top=not path)}
 
-    def add(child_pointer: str, child_base: str, more=()):
+    def add(child_pointer: str, child_base: str, condition=TRUE):
         child = schemas._at(child_pointer)
         if isinstance(child, dict):
             for c, evaluated in _terms(schemas, child, child_pointer, schemas._base(child, child_base), kind,
                                        path + (pointer,), memo).items():
-                c |= set(more)
+                c = c | {condition} - {TRUE}
                 terms[c] = terms[c] | evaluated if c in terms else evaluated
 
     if "$ref" in schema:
         add(*schemas._resolve(schema["$ref"], pointer, base))
     for key in ("allOf", "anyOf", "oneOf"):
         for k in range(len(schema.get(key, ()))):
-            here = f"{pointer}/{key}/{k}"
-            more = () if key == "allOf" else (_Condition(schemas._child(schema, key, pointer, base, k),
-                                                         f"{pointer}/{key}" if key == "oneOf" else here, k),)
-            add(here, base, more)
+            add(f"{pointer}/{key}/{k}", base,
+                TRUE if key == "allOf" else schemas._child(schema, key, pointer, base, k))
     if "if" in schema:
         holds = schemas._child(schema, "if", pointer, base)
-        add(f"{pointer}/if", base, (_Condition(holds, f"{pointer}/if", True),))
+        add(f"{pointer}/if", base, holds)
         if "then" in schema:
-            add(f"{pointer}/then", base, (_Condition(holds, f"{pointer}/if", True),))
+            add(f"{pointer}/then", base, holds)
         if "else" in schema:
-            add(f"{pointer}/else", base,
-                (_Condition(schemas.negation(holds, f"{pointer}/if"), f"{pointer}/if", False),))
+            add(f"{pointer}/else", base, schemas.negation(holds, f"{pointer}/if"))
     for key in ("dependentSchemas", "dependencies") if kind == "object" else ():  # they only apply to objects
         for name, value in schemas._map(schema, key, pointer).items():
             if isinstance(value, (dict, bool)):
                 here = f"{pointer}/{key}/{_escape(name)}"
-                add(here, base, (_Condition(schemas.has_keys((name,), here), here),))
+                add(here, base, schemas.has_keys((name,), here))
     memo[pointer] = terms
     return terms
 
@@ -149,60 +127,94 @@ def _own(schemas, schema: dict, pointer: str, base: str, kind: str, top: bool) -
                      every=every or TRUE in contains or not top and "unevaluatedItems" in schema)
 
 
-def _cases(terms: dict) -> list:
-    """[(conditions, Evaluated)] for the sets of terms that can hold together,
-    leaving out a set when a smaller one evaluates the same members under fewer
-    conditions."""
+def _condition(schemas, conditions: frozenset) -> int:
+    return schemas.conjunction(sorted(conditions))
+
+
+def _region_group(schemas, terms: list, atom: int) -> tuple:
+    """The anyOf group "a condition of one of ``terms`` holds, or ``atom`` does"."""
+    return tuple(dict.fromkeys([_condition(schemas, c) for c, _ in terms] + [atom]))
+
+
+def _object_regions(schemas, terms: dict, rest: int, pointer: str) -> tuple:
+    """anyOf groups, one per region of property names (key DFAs over the JSON string text)."""
+    strings = _string_language()
+
+    def names(evaluated: Evaluated):
+        if evaluated.every:
+            return strings
+        parts = [json_strings.enum_strings(evaluated.names)] if evaluated.names else []
+        parts += [language for p in evaluated.patterns if (language := _string_language(pattern=p)) is not None]
+        return dfa.union(*parts) if len(parts) > 1 else parts[0] if parts else None
+
+    always = names(terms[frozenset()])
+    regions = [(language, ()) for language in [strings if always is None else _nonempty(dfa.difference(strings, always))]
+               if language is not None]
+    for term in [(c, e) for c, e in terms.items() if c]:
+        declared = names(term[1])
+        if declared is None:
+            continue
+        refined = []
+        for language, inside in regions:
+            refined += [(_nonempty(dfa.intersect(language, declared)), inside + (term,)),
+                        (_nonempty(dfa.difference(language, declared)), inside)]
+        regions = [(language, inside) for language, inside in refined if language is not None]
+        if len(regions) > MAX_REGIONS:
+            raise ConstrainedError(_too_many("property names", MAX_REGIONS))
+    groups = []
+    for language, inside in regions:
+        atom = ObjectAtom(patterns=(("unevaluated", language, rest),), explicit_additional=True)
+        key = ("unevaluated", pointer, language.transitions.tobytes(), language.accepting.tobytes())
+        groups.append(_region_group(schemas, inside, schemas.synthetic(key, lambda: Node(pointer, obj=atom))))
+    return tuple(groups)
+
+
+def _array_regions(schemas, terms: dict, rest: int, pointer: str) -> tuple:
+    """One anyOf group: for each set of conditional ``contains`` terms, their
+    conditions and a node with one anyOf group per region of positions."""
     always = terms[frozenset()]
-    chosen = [((), frozenset())]  # (terms, their conditions), grown one term at a time
-    for term in [(c, e) for c, e in terms.items() if not always.covers(e)]:
-        chosen += [(terms_ + (term,), conditions | term[0]) for terms_, conditions in chosen
-                   if not _exclusive(conditions | term[0])]
-        if len(chosen) > MAX_SETS_OF_TERMS:
-            raise ConstrainedError(_TOO_MANY)
-    cases = {}  # key of the members evaluated -> (Evaluated, [conditions])
-    for terms_, conditions in sorted(chosen, key=lambda t: len(t[1])):
-        evaluated = always
-        for _, e in terms_:
-            evaluated = evaluated | e
-        _, kept = cases.setdefault(_key(evaluated), (evaluated, []))
-        if not any(other <= conditions for other in kept):
-            kept.append(conditions)
-    if len(cases) > MAX_CASES:
-        raise ConstrainedError(_TOO_MANY)
-    return [(conditions, evaluated) for evaluated, kept in cases.values() for conditions in kept]
+    if always.every:
+        return ()
+    positional = [(c, e) for c, e in terms.items() if c and (e.every or e.prefix > always.prefix)]
+    containing = [(c, e) for c, e in terms.items() if c and e.contains and not e.every]
+    if len(containing) > MAX_CONTAINS:
+        raise ConstrainedError(_too_many("contains schemas", MAX_CONTAINS))
+    end = max([always.prefix] + [e.prefix for _, e in positional])
+    regions: dict = {}  # terms covering a position (None: the items after ``end``) -> positions
+    for position in list(range(always.prefix, end)) + [None]:
+        inside = tuple(t for t in positional if t[1].every or position is not None and position < t[1].prefix)
+        regions.setdefault(inside, []).append(position)
+    if len(regions) > MAX_REGIONS:
+        raise ConstrainedError(_too_many("item positions", MAX_REGIONS))
+    cases = []
+    for size in range(len(containing) + 1):
+        for chosen in combinations(containing, size):
+            contains = tuple(dict.fromkeys(always.contains + tuple(i for _, e in chosen for i in e.contains)))
+            item = _item_rest(schemas, contains, rest, pointer)
+            groups = []
+            for inside, positions in regions.items():
+                atom = ArrayAtom(prefix=tuple(item if p in positions else TRUE for p in range(end)),
+                                 items=item if None in positions else TRUE, pointer=pointer)
+                atom_id = schemas.synthetic(("unevaluated", pointer, atom), lambda: Node(pointer, arr=atom))
+                groups.append(_region_group(schemas, list(inside), atom_id))
+            every_region = schemas.synthetic(("unevaluated", pointer, tuple(groups)),
+                                             lambda: Node(pointer, any_of=tuple(groups)))
+            cases.append(schemas.conjunction([_condition(schemas, c) for c, _ in chosen] + [every_region]))
+    return (tuple(dict.fromkeys(cases)),)
 
 
-def _key(evaluated: Evaluated):
-    if evaluated.every:
-        return True
-    return (frozenset(evaluated.names), frozenset(evaluated.patterns), evaluated.prefix,
-            frozenset(evaluated.contains))
+def _item_rest(schemas, contains: tuple, rest: int, pointer: str) -> int:
+    """A node for items that match one of ``contains`` or meet ``rest``."""
+    alternatives = contains + ((rest,) if rest != FALSE else ())
+    if len(alternatives) <= 1:
+        return alternatives[0] if alternatives else FALSE
+    return schemas.synthetic(("unevaluated items", pointer, alternatives), lambda: Node(pointer, any_of=(alternatives,)))
 
 
-def _exclusive(conditions: frozenset) -> bool:
-    """Whether two of the conditions cannot hold together."""
-    choices = {}
-    for c in conditions:
-        if choices.setdefault(c.group, c.choice) != c.choice:
-            return True
-    return False
+def _too_many(what: str, most: int) -> str:
+    return (f"the {what} it leaves unevaluated depend on over {most} combinations of anyOf / oneOf / if / "
+            "dependentSchemas branches")
 
 
-def _rest(schemas, kind: str, evaluated: Evaluated, rest: int, pointer: str) -> int:
-    """A node holding for values whose members that ``evaluated`` leaves out meet ``rest``."""
-    if evaluated.every:
-        return TRUE
-    if kind == "object":
-        patterns = tuple((p, language, TRUE) for p in evaluated.patterns
-                         if (language := _string_language(pattern=p)) is not None)
-        atom = ObjectAtom(properties=tuple((name, TRUE) for name in evaluated.names), patterns=patterns,
-                          additional=rest, explicit_additional=True)
-        return schemas.synthetic(("unevaluated", pointer, _key(evaluated)), lambda: Node(pointer, obj=atom))
-    items = rest
-    if evaluated.contains:
-        alternatives = evaluated.contains + ((rest,) if rest != FALSE else ())
-        items = alternatives[0] if len(alternatives) == 1 else schemas.synthetic(
-            ("unevaluated items", pointer, alternatives), lambda: Node(pointer, any_of=(alternatives,)))
-    return schemas.synthetic(("unevaluated", pointer, _key(evaluated)), lambda: Node(
-        pointer, arr=ArrayAtom(prefix=(TRUE,) * evaluated.prefix, items=items, pointer=pointer)))
+def _nonempty(language):
+    return None if language is None or dfa.is_empty(language) else language

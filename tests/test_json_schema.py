@@ -259,7 +259,7 @@ def test_pydantic_model():
     ({"properties": {"a": {"minLength": -1}}}, "'minLength' at /properties/a"),
     ({"items": {"$ref": "#/$defs/missing"}}, "#/$defs/missing"),
     ({"properties": {"a": {"$ref": "https://example.com/s.json"}}}, "remote"),
-    ({"properties": {"a/b": {"anyOf": [{"properties": {f"p{k}": {}}} for k in range(5)], "unevaluatedProperties": False}}},
+    ({"properties": {"a/b": {"anyOf": [{"properties": {f"p{k}": {}}} for k in range(13)], "unevaluatedProperties": False}}},
      "'unevaluatedProperties' at /properties/a~1b"),
     ({"type": "array", "items": {"type": "object"}, "uniqueItems": True}, "'uniqueItems' at the schema root"),
     ({"allOf": [{"type": "string"}, {"type": "integer"}]}, "no JSON value"),
