@@ -77,14 +77,13 @@ def _universe():
 @lru_cache(maxsize=256)
 def _string_content(lengths: tuple):
     """The text between the quotes of the strings with these numbers of code
-    points (a raw '"' never occurs inside a JSON string, so it is the closing quote)."""
+    points (a '"' that does not follow a backslash is the closing quote)."""
     quoted = dfa.union(*[json_strings.string(min_length=n, max_length=n) for n in lengths])
     quote = ord('"')
     closing = quoted.transitions[:, quote]
-    accepting = np.zeros(quoted.n_states, dtype=bool)
-    accepting[closing >= 0] = quoted.accepting[closing[closing >= 0]]
+    accepting = (closing >= 0) & quoted.accepting[np.maximum(closing, 0)]  # an escaped '"' goes on inside
     inside = quoted.transitions.copy()
-    inside[:, quote] = -1
+    inside[accepting, quote] = -1
     return dfa.minimize(inside, accepting, start=int(quoted.transitions[0, quote]))
 
 

@@ -45,7 +45,7 @@ CASES = [
     ("string length", {"type": "string", "minLength": 2, "maxLength": 3}, ["ab", "abc", "é✓"], ["a", "abcd", ""]),
     ("pattern", {"type": "string", "pattern": "[0-9]{3}"}, ["123", "ab123cd"], ["12", "abc"]),
     ("long strings", {"type": ["string", "null"], "minLength": 20, "maxLength": 5000},
-     ["é" * 20, "x" * 5000, "\n" * 47, None], ["x" * 19, "x" * 5001, 1]),
+     ["é" * 20, "x" * 5000, "\n" * 47, '"' * 20, None], ["x" * 19, "x" * 5001, '"' * 19, 1]),
     ("long string minimum", {"type": ["string", "integer"], "minLength": 100},
      ["a" * 100, "a" * 131, "a" * 1000, 5], ["a" * 99, "", 1.5]),
     ("long string lengths combined", {"anyOf": [{"maxLength": 100}, {"minLength": 200, "maxLength": 300}],
