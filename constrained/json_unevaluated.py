@@ -148,8 +148,8 @@ def _object_regions(schemas, terms: dict, rest: int, pointer: str) -> tuple:
         return dfa.union(*parts) if len(parts) > 1 else parts[0] if parts else None
 
     always = names(terms[frozenset()])
-    regions = [(language, ()) for language in [strings if always is None else _nonempty(dfa.difference(strings, always))]
-               if language is not None]
+    free = strings if always is None else _nonempty(dfa.difference(strings, always))
+    regions = [(free, ())] if free is not None else []
     for term in [(c, e) for c, e in terms.items() if c]:
         declared = names(term[1])
         if declared is None:
@@ -208,7 +208,8 @@ def _item_rest(schemas, contains: tuple, rest: int, pointer: str) -> int:
     alternatives = contains + ((rest,) if rest != FALSE else ())
     if len(alternatives) <= 1:
         return alternatives[0] if alternatives else FALSE
-    return schemas.synthetic(("unevaluated items", pointer, alternatives), lambda: Node(pointer, any_of=(alternatives,)))
+    return schemas.synthetic(("unevaluated items", pointer, alternatives),
+                             lambda: Node(pointer, any_of=(alternatives,)))
 
 
 def _too_many(what: str, most: int) -> str:
