@@ -32,14 +32,14 @@ exponent, so ``1.0`` is not one):
   dependentSchemas, items, prefixItems, additionalItems, minItems, maxItems,
   contains, minContains, maxContains, uniqueItems (where the items are a small
   finite set of scalars), allOf, anyOf, oneOf, not, if/then/else, $ref, $defs,
-  $anchor, $id. Boolean schemas.
+  $anchor, $id, unevaluatedProperties and unevaluatedItems (json_unevaluated.py).
+  Boolean schemas.
 * Annotations (title, description, default, examples, deprecated, readOnly,
   ...) and keywords no draft defines (``x-...``, typos) are ignored, as the
   specification says; their names are kept in ``.ignored_keywords``.
-* Keywords that cannot be enforced exactly (unevaluatedProperties,
-  $dynamicRef, uniqueItems over objects, ...) are errors naming the keyword
-  and its JSON pointer; with ``lenient=True`` they are skipped instead and
-  listed in ``.skipped``.
+* Keywords that cannot be enforced exactly ($dynamicRef, uniqueItems over
+  objects, ...) are errors naming the keyword and its JSON pointer; with
+  ``lenient=True`` they are skipped instead and listed in ``.skipped``.
 * Spec defaults: additionalProperties allows any value under an undeclared
   key; ``strict_properties=True`` forbids undeclared keys where a schema
   declares properties and does not ask for others explicitly.
@@ -80,12 +80,10 @@ ENFORCED = frozenset({
     "patternProperties", "propertyNames", "minProperties", "maxProperties", "dependentRequired",
     "dependentSchemas", "dependencies", "items", "prefixItems", "additionalItems", "minItems", "maxItems",
     "contains", "minContains", "maxContains", "uniqueItems", "allOf", "anyOf", "oneOf", "not", "if", "then",
-    "else", "$ref",
+    "else", "$ref", "unevaluatedProperties", "unevaluatedItems",
 })
 # Keywords of the specification that cannot be enforced exactly.
 REFUSED = {
-    "unevaluatedProperties": "it depends on which keywords evaluated each property",
-    "unevaluatedItems": "it depends on which keywords evaluated each item",
     "$dynamicRef": "dynamic scopes are not supported",
     "$recursiveRef": "dynamic scopes are not supported",
 }
@@ -400,6 +398,9 @@ class Schemas:
         node.obj = self._object(schema, pointer, base) if "object" in types else None
         node.arr = self._array(schema, pointer, base) if "array" in types else None
         self._combinators(schema, pointer, base, node)
+        if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:
+            from .json_unevaluated import restrict_unevaluated
+            restrict_unevaluated(self, schema, pointer, base, node)
         for key in ("enum", "const"):
             if key in schema:
                 self._restrict_to_values(node, schema, key, pointer)

@@ -4,6 +4,7 @@ properties come in schema order) and the others rejected; bad schemas are
 refused with messages that name the keyword and its JSON pointer; random
 values are never accepted unless the validator accepts them."""
 
+import itertools
 import json
 
 import jsonschema
@@ -44,7 +45,7 @@ CASES = [
     ("string length", {"type": "string", "minLength": 2, "maxLength": 3}, ["ab", "abc", "é✓"], ["a", "abcd", ""]),
     ("pattern", {"type": "string", "pattern": "[0-9]{3}"}, ["123", "ab123cd"], ["12", "abc"]),
     ("long strings", {"type": ["string", "null"], "minLength": 20, "maxLength": 5000},
-     ["é" * 20, "x" * 5000, "\n" * 47, None], ["x" * 19, "x" * 5001, 1]),
+     ["é" * 20, "x" * 5000, "\n" * 47, '"' * 20, None], ["x" * 19, "x" * 5001, '"' * 19, 1]),
     ("long string minimum", {"type": ["string", "integer"], "minLength": 100},
      ["a" * 100, "a" * 131, "a" * 1000, 5], ["a" * 99, "", 1.5]),
     ("long string lengths combined", {"anyOf": [{"maxLength": 100}, {"minLength": 200, "maxLength": 300}],
@@ -128,6 +129,37 @@ CASES = [
      [{"n": 12345}, {"n": 0}], [{"n": 12345.0}, {"n": 1e3}, {"n": -1}]),
     ("draft 2020-12 integers may have a zero fraction", {"properties": {"n": {"type": "integer", "minimum": 0}}},
      [{"n": 12345}, {"n": 12345.0}], [{"n": 1.5}, {"n": -1}]),
+    ("format applies to strings only", {"format": "email"}, ["a@b.c", 12, 13.7, None, False, {}, []], ["no at sign"]),
+    ("unevaluatedProperties with $ref and allOf", {"$defs": {"base": {"properties": {"a": {"type": "integer"}}}},
+                                                   "$ref": "#/$defs/base", "allOf": [{"properties": {"b": {}}}],
+                                                   "unevaluatedProperties": False},
+     [{}, {"a": 1}, {"a": 1, "b": "x"}, 3], [{"kind": 1}, {"a": 1, "kind": 1}, {"a": "x"}]),
+    # "b" counts as evaluated only when the second branch holds.
+    ("unevaluatedProperties with anyOf", {"anyOf": [{"properties": {"a": {"const": 1}}, "required": ["a"]},
+                                                    {"properties": {"b": {"const": 2}}, "required": ["b"]}],
+                                          "unevaluatedProperties": {"type": "string"}},
+     [{"a": 1}, {"a": 1, "b": 2}, {"a": 1, "b": "s"}, {"b": 2, "kind": "s"}], [{"a": 1, "b": 3}, {"a": 1, "kind": 1}, {"kind": "s"}]),
+    # "kind" counts as evaluated only when "if" holds.
+    ("unevaluatedProperties with if/then/else", {"if": {"properties": {"kind": {"const": "n"}}, "required": ["kind"]},
+                                                 "then": {"properties": {"a": {"type": "number"}}},
+                                                 "else": {"properties": {"b": {}}}, "unevaluatedProperties": False},
+     [{"kind": "n", "a": 1}, {"kind": "n"}, {"b": 1}, {}], [{"kind": "s"}, {"kind": "n", "b": 1}, {"a": 1}]),
+    ("unevaluatedProperties with dependentSchemas", {"properties": {"a": {}}, "dependentSchemas": {
+        "a": {"properties": {"b": {"type": "integer"}}}}, "unevaluatedProperties": False},
+     [{"a": 1, "b": 2}, {"a": 1}, {}], [{"b": 2}, {"a": 1, "b": "x"}, {"a": 1, "kind": 1}]),
+    ("unevaluatedProperties nested", {"properties": {"a": {"properties": {"b": {}}, "unevaluatedProperties": False}}},
+     [{"a": {"b": 1}}, {"kind": 1}], [{"a": {"kind": 1}}]),
+    ("unevaluatedItems with prefixItems and contains", {"prefixItems": [{"type": "string"}], "contains": {"type": "integer"},
+                                                        "unevaluatedItems": {"type": "null"}},
+     [["a", 1], ["a", 1, None, 2], ["a", None, 1], {}], [["a", 1, "b"], ["a", None], ["a", 1, True]]),
+    ("unevaluatedItems with oneOf", {"oneOf": [{"prefixItems": [{"const": 1}]}, {"prefixItems": [{"const": 2}, True]}],
+                                     "unevaluatedItems": False},
+     [[1], [2], [2, "x"]], [[1, "x"], [2, "x", 3], [3], []]),
+    # The first branch never holds (both oneOf branches always do); the second evaluates the same item.
+    ("unevaluatedItems with a branch that never holds", {"anyOf": [{"oneOf": [{}, {}], "prefixItems": [True]},
+                                                                  {"prefixItems": [{"const": 1}]}],
+                                                        "unevaluatedItems": False},
+     [[1], []], [[2], [1, 1]]),
     ("dependencies", {"$schema": DRAFT4, "dependencies": {"a": ["b"], "c": {"required": ["d"]}}},
      [{"a": 1, "b": 2}, {"c": 1, "d": 2}], [{"a": 1}, {"c": 1}]),
 ]
@@ -251,7 +283,8 @@ def test_pydantic_model():
     ({"properties": {"a": {"minLength": -1}}}, "'minLength' at /properties/a"),
     ({"items": {"$ref": "#/$defs/missing"}}, "#/$defs/missing"),
     ({"properties": {"a": {"$ref": "https://example.com/s.json"}}}, "remote"),
-    ({"properties": {"a/b": {"unevaluatedProperties": False}}}, "'unevaluatedProperties' at /properties/a~1b"),
+    ({"properties": {"a/b": {"anyOf": [{"properties": {f"p{k}": {}}} for k in range(13)], "unevaluatedProperties": False}}},
+     "'unevaluatedProperties' at /properties/a~1b"),
     ({"type": "array", "items": {"type": "object"}, "uniqueItems": True}, "'uniqueItems' at the schema root"),
     ({"allOf": [{"type": "string"}, {"type": "integer"}]}, "no JSON value"),
     ({"type": "object", "properties": {"a": {"type": "integer", "minimum": 5, "maximum": 4}}, "required": ["a"]},
@@ -323,7 +356,9 @@ JSON_VALUES = st.recursive(
 
 SOUNDNESS_SCHEMAS = [c[1] for c in CASES if c[0] in (
     "oneOf objects", "oneOf overlapping objects", "not object", "if/then/else", "allOf", "dependentSchemas",
-    "contains", "uniqueItems", "enum", "patternProperties")]
+    "contains", "uniqueItems", "enum", "patternProperties", "unevaluatedProperties with anyOf",
+    "unevaluatedProperties with if/then/else", "unevaluatedProperties with dependentSchemas",
+    "unevaluatedItems with prefixItems and contains", "unevaluatedItems with oneOf")]
 
 
 @given(value=JSON_VALUES, k=st.integers(0, len(SOUNDNESS_SCHEMAS) - 1))
@@ -331,3 +366,52 @@ def test_accepted_values_are_valid(value, k):
     schema = SOUNDNESS_SCHEMAS[k]
     if accepts(compiled(schema), value):
         assert valid(schema, value)
+
+
+# Small schemas where what is evaluated depends on which in-place branches hold.
+UNEVALUATED_LEAVES = st.sampled_from([True, {"type": "integer"}, {"type": "string"}, {"const": 1}])
+
+
+def unevaluated_schemas(kind: str):
+    own = {"object": st.fixed_dictionaries({}, optional={
+        "properties": st.dictionaries(st.sampled_from(["a", "b"]), UNEVALUATED_LEAVES, min_size=1, max_size=2),
+        "patternProperties": st.just({"^x": {"type": "integer"}}),
+        "required": st.sampled_from([["a"], ["b"]]),
+        "additionalProperties": st.just({"type": "string"})}),
+        "array": st.fixed_dictionaries({}, optional={
+            "prefixItems": st.lists(UNEVALUATED_LEAVES, min_size=1, max_size=3),
+            "items": st.just({"type": "string"}),
+            "contains": UNEVALUATED_LEAVES,
+            "minContains": st.just(0)})}[kind]
+    rest = {"object": "unevaluatedProperties", "array": "unevaluatedItems"}[kind]
+
+    def nest(inner):
+        branches = st.lists(inner, min_size=1, max_size=3)
+        applicators = st.fixed_dictionaries({}, optional={
+            "anyOf": branches, "oneOf": branches, "allOf": branches, "if": inner, "then": inner, "else": inner,
+            "not": inner, rest: st.sampled_from([False, {"type": "string"}]),
+            **({"dependentSchemas": st.dictionaries(st.just("a"), inner, min_size=1)} if kind == "object" else {})})
+        return st.tuples(own, applicators).map(lambda parts: parts[0] | parts[1])
+
+    return st.tuples(st.recursive(own, nest, max_leaves=5), st.sampled_from([False, {"type": "string"}])).map(
+        lambda parts: parts[0] | {rest: parts[1]})
+
+
+UNEVALUATED_VALUES = {
+    "object": st.dictionaries(st.sampled_from(["a", "b", "c", "xa"]), st.sampled_from([1, "s", None]), max_size=4),
+    "array": st.lists(st.sampled_from([1, "s", None]), max_size=4)}
+
+
+@given(data=st.data(), kind=st.sampled_from(["object", "array"]))
+def test_unevaluated_matches_jsonschema(data, kind):
+    """Random unevaluatedProperties / unevaluatedItems schemas: no invalid value is
+    accepted, and every valid one is, in some order of its members."""
+    schema = data.draw(unevaluated_schemas(kind))
+    try:
+        grammar = json_schema(schema)
+    except ConstrainedError as e:  # too many cases, or no value at all
+        assert "unevaluated" in str(e) or "too complex" in str(e) or "no JSON value" in str(e), str(e)
+        return
+    for value in data.draw(st.lists(UNEVALUATED_VALUES[kind], min_size=10, max_size=10)):
+        orders = [dict(p) for p in itertools.permutations(value.items())] if kind == "object" else [value]
+        assert any(accepts(grammar, v) for v in orders) == valid(schema, value), (schema, value)
