@@ -53,7 +53,8 @@ import numpy as np
 
 from . import dfa, json_numbers, json_strings
 from .errors import ConstrainedError
-from .json_schema import ANY, FALSE, TRUE, ArrayAtom, Schemas, _where, scalar_literal
+from .json_references import where
+from .json_schema import ANY, FALSE, TRUE, ArrayAtom, Schemas, scalar_literal
 
 MAX_ALTERNATIVES = 60_000  # grammar alternatives one schema may need
 MAX_SETS = 12  # object (array) keyword sets combined for one value
@@ -244,7 +245,7 @@ class _Builder:
             return _nonempty(json_strings.string(min_length=low, max_length=high))
         except ConstrainedError as e:
             raise ConstrainedError(
-                f"minLength/maxLength at {_where(node.pointer)} cannot be enforced where the string also meets a "
+                f"minLength/maxLength at {where(node.pointer)} cannot be enforced where the string also meets a "
                 f"pattern, format, enum or property name: {e}") from None
 
     def scalar_region(self, context, label, nonstring: bool = False):
@@ -373,7 +374,7 @@ class _Builder:
 
     def _cycle(self, i: int):
         raise ConstrainedError(
-            f"the schema at {_where(self.schemas.node(i).pointer)} refers to itself for the same value "
+            f"the schema at {where(self.schemas.node(i).pointer)} refers to itself for the same value "
             "(through $ref, allOf, anyOf, oneOf or not) without descending into a property or an item, "
             "so no value can be checked against it")
 
@@ -412,7 +413,7 @@ class _Builder:
         if len(ids) > MAX_CHILDREN:
             raise ConstrainedError(
                 f"the schema is too complex to compile: {len(ids)} schemas apply to one property or item at once "
-                f"(at {_where(self.schemas.node(ids[0]).pointer)})")
+                f"(at {where(self.schemas.node(ids[0]).pointer)})")
         return ids
 
     def _labels(self, ids):
@@ -557,7 +558,7 @@ class _Builder:
         if position >= MAX_COUNT:
             k = max(range(len(product.sets)), key=lambda k: product.item_count(k))
             raise ConstrainedError(
-                f"the array at {_where(self.schemas.node(product.set_nodes[k]).pointer)} would need a grammar rule "
+                f"the array at {where(self.schemas.node(product.set_nodes[k]).pointer)} would need a grammar rule "
                 f"per item beyond {MAX_COUNT} items: "
                 "items are counted without one only once every further item must meet one schema and nothing else "
                 "tells them apart (prefixItems, contains, array schemas combined by anyOf, oneOf, not). "
@@ -783,7 +784,7 @@ class _Product:
         if len(self.sets) > MAX_SETS:
             raise ConstrainedError(
                 f"the schema is too complex to compile: {len(self.sets)} {self.kind} schemas combine at "
-                f"{_where(schemas.node(self.set_nodes[0]).pointer)} (allOf, anyOf, oneOf, not, if/then/else)")
+                f"{where(schemas.node(self.set_nodes[0]).pointer)} (allOf, anyOf, oneOf, not, if/then/else)")
         self._labels: dict = {}
         self._reachable: dict = {}
         self._prepared = None
@@ -844,7 +845,7 @@ class _ObjectProduct(_Product):
                               for a in self.sets), default=0)
         if self.count_cap > MAX_COUNT:
             raise ConstrainedError(f"minProperties/maxProperties of {self.count_cap - 1} at "
-                                   f"{_where(builder.schemas.node(self.set_nodes[0]).pointer)} are too large to "
+                                   f"{where(builder.schemas.node(self.set_nodes[0]).pointer)} are too large to "
                                    f"enforce exactly (at most {MAX_COUNT})")
         strings = _universe()[1]
         # None: any name; an empty language (propertyNames: false) allows none.
@@ -931,12 +932,12 @@ class _ArrayProduct(_Product):
     def _prepare(self):
         self.values = [self._distinct_values(a) for a in self.sets]
         self.count_cap = max((self.item_count(k) for k in range(len(self.sets))), default=0)
-        where = _where(self.builder.schemas.node(self.set_nodes[0]).pointer) if self.sets else ""
+        at = where(self.builder.schemas.node(self.set_nodes[0]).pointer) if self.sets else ""
         self.contains_caps = [
             max(a.min_contains, a.max_contains + 1 if a.max_contains is not None else 0) if a.contains is not None
             else 0 for a in self.sets]
         if max(self.contains_caps, default=0) > MAX_COUNT:
-            raise ConstrainedError(f"minContains/maxContains at {where} are too large to enforce exactly "
+            raise ConstrainedError(f"minContains/maxContains at {at} are too large to enforce exactly "
                                    f"(at most {MAX_COUNT})")
         return (0, 0, tuple(0 for _ in self.sets), tuple(0 for _ in self.sets))
 

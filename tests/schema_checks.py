@@ -25,15 +25,15 @@ def accepts(matcher, tokens) -> bool:
     return matcher.is_accepting()
 
 
-def check(tokenizer, schema, tests, orders=0) -> tuple[str | None, list[dict], list[dict]]:
+def check(tokenizer, schema, tests, orders=0, documents=None) -> tuple[str | None, list[dict], list[dict]]:
     """(the compile error's message, or None when ``schema`` compiled; the invalid
     tests accepted; the valid ones rejected) for ``tests``, a list of
     {"description", "data", "valid"}. With ``orders``, a rejected test gets
     "in_another_order": whether the instance is taken with its objects' members
     in one of that many other orders (json_schema writes declared properties in
-    schema order)."""
+    schema order). ``documents`` go to json_schema."""
     try:
-        compiled = json_schema(schema)
+        compiled = json_schema(schema, documents=documents)
         compiled.matcher(tokenizer)  # the token index may refuse too
     except ConstrainedError as e:
         return str(e), [], []

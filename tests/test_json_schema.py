@@ -115,6 +115,15 @@ CASES = [
     ("$id relative", {"$id": "https://example.com/root.json",
                       "$defs": {"x": {"$id": "item.json", "type": "boolean"}}, "items": {"$ref": "item.json"}},
      [[True]], [[1]]),
+    ("$id next to $ref is its base", {"$id": "https://example.com/a/root.json", "$ref": "b/foo.json", "$defs": {
+        "foo": {"$id": "b/foo.json", "$ref": "./bar.json"}, "bar": {"$id": "b/bar.json", "type": "number"}}},
+     [5], ["a"]),
+    ("URN base URI", {"$id": "urn:uuid:deadbeef-1234-ffff-ffff-4321feebdaed", "properties": {"a": {"$ref": "#/$defs/s"}},
+                      "$defs": {"s": {"type": "string"}}}, [{"a": "x"}], [{"a": 1}]),
+    ("$anchor in an embedded resource", {"$id": "https://example.com/root.json", "items": {"$ref": "inner.json#pos"},
+                                         "$defs": {"r": {"$id": "inner.json", "$defs": {
+                                             "p": {"$anchor": "pos", "minimum": 1}}}}},
+     [[1, 2]], [[0]]),
     ("recursion", {"$defs": {"node": {"type": "object", "properties": {"value": {"type": "integer"},
                                                                         "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
                                       "required": ["value"], "additionalProperties": False}},
@@ -185,6 +194,48 @@ def test_strict_properties_forbids_undeclared_keys():
     negated = compiled({"type": "object", "not": {"properties": {"a": {"type": "string"}}}}, strict_properties=True)
     assert accepts(negated, {"a": 1})
     assert not accepts(negated, {"a": "x"})
+
+
+ADDRESS = "https://example.com/schemas/address.json"
+DOCUMENTS = {
+    ADDRESS: {"type": "object", "properties": {"city": {"$ref": "strings.json#/$defs/name"},
+                                               "zip": {"$ref": "strings.json#zip"}}, "required": ["city"]},
+    "https://example.com/schemas/strings.json": {"$defs": {"name": {"type": "string", "minLength": 1},
+                                                           "zip": {"$anchor": "zip", "pattern": "^[0-9]{5}$"}}},
+    "https://example.com/moved.json": {"$id": "https://example.com/real/id.json", "$ref": "#/$defs/n",
+                                       "$defs": {"n": {"type": "integer"}}},
+}
+
+
+def test_refs_to_other_documents():
+    grammar = json_schema({"properties": {"home": {"$ref": ADDRESS}, "n": {"$ref": "https://example.com/moved.json"}}},
+                          documents=DOCUMENTS)
+    for value in [{"home": {"city": "A", "zip": "12345"}}, {"home": {"city": "A"}, "n": 3}]:
+        assert accepts(grammar, value), value
+    for value in [{"home": {"city": ""}}, {"home": {"city": "A", "zip": "1234"}}, {"home": {}}, {"n": "3"}]:
+        assert not accepts(grammar, value), value
+    # A schema whose own $id places it among the documents refers to them relatively.
+    relative = json_schema({"$id": "https://example.com/schemas/person.json", "properties": {"home": {
+        "$ref": "address.json"}}}, documents=DOCUMENTS)
+    assert accepts(relative, {"home": {"city": "A"}}) and not accepts(relative, {"home": {"city": 1}})
+
+
+@pytest.mark.parametrize("schema, documents, message", [
+    ({"properties": {"a": {"$ref": "https://example.com/other.json#/$defs/x"}}}, DOCUMENTS,
+     "$ref 'https://example.com/other.json#/$defs/x' at /properties/a names the remote schema "
+     "https://example.com/other.json"),
+    ({"$ref": ADDRESS + "#/$defs/missing"}, DOCUMENTS, "no schema at /$defs/missing of " + ADDRESS),
+    ({"$ref": "https://example.com/moved.json#/$defs/m"}, DOCUMENTS,
+     "no schema at /$defs/m of https://example.com/moved.json"),
+    ({"$ref": ADDRESS}, {ADDRESS: {"properties": {"city": {"type": "strin"}}}}, f"'type' at {ADDRESS}#/properties/city"),
+    ({"$ref": "https://json-schema.org/draft/2020-12/schema"}, None, "metaschema"),
+    ({}, {"address.json": {}}, "not an absolute URI"),
+    ({}, {ADDRESS: [1]}, "not a schema"),
+])
+def test_bad_references_are_refused(schema, documents, message):
+    with pytest.raises(ConstrainedError) as error:
+        json_schema(schema, documents=documents)
+    assert message in str(error.value)
 
 
 def test_json_mode_accepts_any_value():

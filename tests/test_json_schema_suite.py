@@ -1,5 +1,6 @@
 """The JSON Schema Test Suite, draft 2020-12 (issue 4), as the jsonschema sdist
-ships it (tests/schema_suite.py fetches it once), on the Llama 3 vocabulary.
+ships it (tests/schema_suite.py fetches it once), on the Llama 3 vocabulary, with
+the suite's remote documents passed to json_schema as ``documents``.
 
 No invalid instance is ever accepted, in core or in optional/format. In core,
 every valid instance is accepted, unless the schema is refused with a
@@ -14,9 +15,10 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from schema_checks import check, show
-from schema_suite import groups, suite_root
+from schema_suite import groups, remote_documents, suite_root
 
 SUITE = {part: groups(suite_root(), part) for part in ("core", "format")}
+REMOTES = remote_documents(suite_root())
 ORDERS = 120  # member orders tried for a valid instance that was rejected
 
 # Measured with json_schema's first cut (d1362e4 with json-lexemes e00640b): 213 of the 368 core
@@ -38,7 +40,8 @@ def ids(part):
 @cache
 def outcome(tokenizer, part, index):
     _, group = SUITE[part][index]
-    return check(tokenizer, group["schema"], group["tests"], orders=ORDERS if part == "core" else 0)
+    return check(tokenizer, group["schema"], group["tests"], orders=ORDERS if part == "core" else 0,
+                 documents=REMOTES)
 
 
 def format_asserted_rejects(schema, data) -> bool:
