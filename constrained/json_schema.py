@@ -37,6 +37,9 @@ exponent, so ``1.0`` is not one):
 * Annotations (title, description, default, examples, deprecated, readOnly,
   ...) and keywords no draft defines (``x-...``, typos) are ignored, as the
   specification says; their names are kept in ``.ignored_keywords``.
+* ``$ref``: JSON pointers, ``$anchor``, ``$id`` (relative or absolute, URNs
+  too), and other documents the caller passes as ``documents``; a reference
+  to anything else is an error naming its URI.
 * Keywords that cannot be enforced exactly (unevaluatedProperties,
   $dynamicRef, uniqueItems over objects, ...) are errors naming the keyword
   and its JSON pointer; with ``lenient=True`` they are skipped instead and
@@ -45,9 +48,11 @@ exponent, so ``1.0`` is not one):
   key; ``strict_properties=True`` forbids undeclared keys where a schema
   declares properties and does not ask for others explicitly.
 * Output order: declared properties (``properties``, then ``required`` names
-  not among them) come in schema order; undeclared ones may come anywhere
-  between them. Array items and object members are separated by ``,``;
-  whitespace between tokens is bounded (``max_ignored`` bytes per gap).
+  not among them, of every schema that applies to an object) come in any
+  order when there are at most json_schema_rules.ANY_ORDER_KEYS of them, else
+  in schema order; undeclared ones may come anywhere between them. Array
+  items and object members are separated by ``,``; whitespace between tokens
+  is bounded (``max_ignored`` bytes per gap).
 * Numbers compare by value (an ``enum`` of ``1`` also allows ``1.0``); strings
   by code points whatever their escaping.
 """

@@ -17,9 +17,11 @@ whose label in context C is L:
   recursive, one per product state and wanted label, so the parser only learns
   the label at the end, which LR parsing allows.
 
-The product state of an object is (position among the declared keys, which
-keyword sets already failed, members so far); declared keys come in one
-order and undeclared ones anywhere between them. An array's state is
+The product state of an object is (the declared keys done, which keyword
+sets already failed, members so far). Up to ANY_ORDER_KEYS declared keys come
+in any order, each at most once; more come in one order (a key done skips
+those before it), so that the states stay linear in their number. Undeclared
+keys come anywhere between them. An array's state is
 (position, failed sets, ``contains`` matches per set, values seen per
 uniqueItems set). States that cannot lead to the wanted label are pruned;
 rules whose language is empty are removed at the end.
@@ -65,6 +67,7 @@ LONG_CHUNK = 16  # code points per lexeme of a long string (json_schema.LONG_STR
 _QUOTE = '"\\""'  # the lark literal for a double quote
 RUN_BASE = 8  # runs of counted items, each this many of the next shorter
 MAX_COUNT = 500  # positions counted one rule each (minProperties/maxProperties, items along with contains, ...)
+ANY_ORDER_KEYS = 4  # objects with at most this many declared keys take them in any order (2**n states)
 
 
 @lru_cache(maxsize=None)
@@ -437,8 +440,9 @@ class _Builder:
                 nodes, [self.scalar(i, nonstring) for i in nodes], _universe()[2] if nonstring else None)
         return hit
 
-    # Objects: "{" then members, each with a declared key (in order, or skipped) or
-    # an undeclared one, then "}". Rules per (product state, wanted label).
+    # Objects: "{" then members, each with a declared key (one not done yet; in
+    # schema order past ANY_ORDER_KEYS) or an undeclared one, then "}". Rules per
+    # (product state, wanted label).
 
     def object_start(self, context, label):
         product = self._product(context, "object")
@@ -458,35 +462,39 @@ class _Builder:
 
     def _members(self, product, label, state) -> list:
         """The alternatives for the next member: an undeclared key, or a declared
-        one at or after the state's position."""
+        one not done yet (in schema order: at or after the first not done)."""
         alternatives = []
         for cell in product.cells:
             if not self.strict or cell.allowed_strict:
                 alternatives += self._member(product, label, state, cell.language, cell.requirements, state[0])
+        if product.any_order:
+            for position in range(len(product.keys)):
+                if not state[0] >> position & 1:
+                    alternatives += self._declared_member(product, label, state, position, state[0] | 1 << position)
+            return alternatives
         declared = self._declared(product, label, state)
         return alternatives + ([(declared,)] if declared is not None else [])
 
     def _declared(self, product, label, state):
-        """The rule for a member with the declared key at the state's position, or
-        a later one (the keys in between left out), or None."""
-        position, failed, count = state
+        """The rule for a member with the first declared key not done, or a later
+        one (the keys in between left out), or None. Keys done are a prefix."""
+        done, failed, count = state
+        position = done.bit_length()
         if position >= len(product.keys):
             return None
 
         def build():
-            after = (position + 1, failed | product.requires[position], count)
+            after = (done | 1 << position, failed | product.requires[position], count)
             skip = self._declared(product, label, after) if product.can_reach(after[1], label) else None
-            return self._declared_member(product, label, state) + ([(skip,)] if skip is not None else [])
+            return (self._declared_member(product, label, state, position, after[0])
+                    + ([(skip,)] if skip is not None else []))
         return self._rule(("odeclared", product.context, label, state), "member", build)
 
-    def _declared_member(self, product, label, state) -> list:
-        position = state[0]
-        if position >= len(product.keys):
-            return []
+    def _declared_member(self, product, label, state, position: int, done: int) -> list:
         return self._member(product, label, state, product.key_languages[position],
-                            product.key_requirements[position], position + 1)
+                            product.key_requirements[position], done)
 
-    def _member(self, product, label, state, key_language, requirements, next_position) -> list:
+    def _member(self, product, label, state, key_language, requirements, done: int) -> list:
         """Alternatives ``key ":" value later`` for each label of the member's value."""
         _, failed, count = state
         alive = [(k, r) for k, r in enumerate(requirements) if not failed >> k & 1]
@@ -497,7 +505,7 @@ class _Builder:
         for child_label in self._labels(ids):
             new_failed = failed | too_many | _unmet(alive, child_label)
             if product.can_reach(new_failed, label):
-                after = (next_position, new_failed, min(count + 1, product.count_cap))
+                after = (done, new_failed, min(count + 1, product.count_cap))
                 alternatives.append((key, '":"', self.value(frozenset(ids), child_label),
                                      self._object_later(product, label, after)))
         return alternatives
@@ -824,7 +832,7 @@ class _Product:
 
 
 class _ObjectProduct(_Product):
-    """State: (position among the declared keys, failed sets, members so far)."""
+    """State: (the declared keys done, as bits; failed sets; members so far)."""
 
     kind = "object"
 
@@ -837,10 +845,9 @@ class _ObjectProduct(_Product):
                     keys.append(name)
         self.keys = keys
         self.key_languages = [scalar_literal(k) for k in keys]
+        self.any_order = len(keys) <= ANY_ORDER_KEYS
         self.requires = [sum(1 << k for k, atom in enumerate(self.sets) if name in atom.required) for name in keys]
-        self.requires_from = [0] * (len(keys) + 1)
-        for position in range(len(keys) - 1, -1, -1):
-            self.requires_from[position] = self.requires_from[position + 1] | self.requires[position]
+        self.required_keys = [sum(1 << j for j, name in enumerate(keys) if name in atom.required) for atom in self.sets]
         self.count_cap = max((max(a.min_properties, a.max_properties + 1 if a.max_properties is not None else 0)
                               for a in self.sets), default=0)
         if self.count_cap > MAX_COUNT:
@@ -904,8 +911,8 @@ class _ObjectProduct(_Product):
         return sum(1 << k for k, a in enumerate(self.sets) if a.max_properties is not None and count > a.max_properties)
 
     def complete(self, k: int, state) -> bool:
-        position, _, count = state
-        return not self.requires_from[position] >> k & 1 and count >= self.sets[k].min_properties
+        done, _, count = state
+        return not self.required_keys[k] & ~done and count >= self.sets[k].min_properties
 
 
 class _Cell:

@@ -176,11 +176,26 @@ def test_whitespace_is_bounded():
     assert not grammar.matches('{"a":' + " " * 100 + "[]}")
 
 
-def test_declared_properties_come_in_schema_order():
-    grammar = compiled({"properties": {"a": {}, "b": {}}})
-    assert accepts(grammar, {"a": 1, "b": 2})
-    assert not accepts(grammar, {"b": 2, "a": 1})
-    assert accepts(grammar, {"x": 0, "a": 1, "y": 2, "b": 3, "z": 4})  # undeclared ones go anywhere
+def test_few_declared_properties_come_in_any_order():
+    grammar = compiled({"properties": {"a": {"type": "integer"}, "b": {}}, "required": ["c", "d"]})
+    for value in [{"c": 0, "d": 0, "a": 1, "b": 2}, {"b": 2, "d": 0, "a": 1, "c": 0}, {"d": 0, "x": 1, "c": 0}]:
+        assert accepts(grammar, value), value
+    for value in [{"b": 2, "a": "1", "c": 0, "d": 0}, {"d": 0, "b": 1}]:
+        assert not accepts(grammar, value), value
+    assert not grammar.matches('{"c": 0, "d": 0, "c": 1}')  # each declared key at most once
+    # Declared keys from several schemas (allOf, dependentRequired) are declared keys alike.
+    combined = compiled({"allOf": [{"required": ["a"]}, {"properties": {"b": {"const": 1}}}],
+                         "dependentRequired": {"b": ["c"]}})
+    assert accepts(combined, {"c": 0, "b": 1, "a": 0}) and accepts(combined, {"a": 0, "b": 1, "c": 0})
+    assert not accepts(combined, {"b": 1, "a": 0}) and not accepts(combined, {"c": 0, "b": 2, "a": 0})
+
+
+def test_many_declared_properties_come_in_schema_order():
+    grammar = compiled({"properties": {k: {} for k in "abcde"}, "required": ["e"]})
+    assert accepts(grammar, {"a": 1, "b": 2, "e": 5})
+    assert not accepts(grammar, {"b": 2, "a": 1, "e": 5})
+    assert not accepts(grammar, {"a": 1, "b": 2})
+    assert accepts(grammar, {"x": 0, "a": 1, "y": 2, "b": 3, "e": 4, "z": 4})  # undeclared ones go anywhere
 
 
 def test_strict_properties_forbids_undeclared_keys():
