@@ -42,6 +42,7 @@ class Documents:
         self._bases: dict = {}  # location -> its schema's base URI (its own $id applied)
         self._resources: dict = {}  # URI without fragment -> location of the resource's root
         self._anchors: dict = {}  # (URI, anchor) -> location
+        self._dynamic_anchors: set = set()  # (URI, anchor) of the $dynamicAnchors
         self._index(document, "", ROOT_URI)
         self._resources.setdefault(ROOT_URI, "")
         for root in self._documents:
@@ -89,6 +90,21 @@ class Documents:
                                    f"{fragment or '/'} of {uri}")
         return target
 
+    def resolve_dynamic(self, ref, location: str):
+        """The location a ``$dynamicRef`` names, where that does not depend on the
+        dynamic scope: where its first target has no ``$dynamicAnchor`` of the
+        fragment's name (it is a ``$ref``), where the root resource has one (it
+        is outermost in every scope), or where no other resource has one; else None."""
+        target = self.resolve(ref, location)
+        uri, name = urldefrag(_join(self.base(location), ref))
+        name = unquote(name)
+        if (uri, name) not in self._dynamic_anchors:
+            return target
+        root = self.base("")
+        if (root, name) in self._dynamic_anchors:
+            return self._anchors[root, name]
+        return target if sum(n == name for _, n in self._dynamic_anchors) == 1 else None
+
     def _follow(self, start: str, pointer: str):
         """The location of the JSON pointer ``pointer`` from ``start``, or None."""
         value, target = self.at(start), start
@@ -114,6 +130,8 @@ class Documents:
         for key in ("$anchor", "$dynamicAnchor"):
             if isinstance(schema.get(key), str):
                 self._anchors.setdefault((new_base, schema[key]), location)
+        if isinstance(schema.get("$dynamicAnchor"), str):
+            self._dynamic_anchors.add((new_base, schema["$dynamicAnchor"]))
         ident = schema.get("$id", schema.get("id"))
         if isinstance(ident, str) and urldefrag(ident)[1] and not urldefrag(ident)[1].startswith("/"):
             self._anchors.setdefault(urldefrag(_join(base, ident)), location)  # draft-07: "$id": "#name"

@@ -39,11 +39,12 @@ exponent, so ``1.0`` is not one):
   specification says; their names are kept in ``.ignored_keywords``.
 * ``$ref``: JSON pointers, ``$anchor``, ``$id`` (relative or absolute, URNs
   too), and other documents the caller passes as ``documents``; a reference
-  to anything else is an error naming its URI.
-* Keywords that cannot be enforced exactly (unevaluatedProperties,
-  $dynamicRef, uniqueItems over objects, ...) are errors naming the keyword
-  and its JSON pointer; with ``lenient=True`` they are skipped instead and
-  listed in ``.skipped``.
+  to anything else is an error naming its URI. ``$dynamicRef`` where what it
+  names does not depend on the dynamic scope (json_references.py says when).
+* Keywords that cannot be enforced exactly (unevaluatedProperties, a
+  $dynamicRef that depends on the dynamic scope, uniqueItems over objects,
+  ...) are errors naming the keyword and its JSON pointer; with
+  ``lenient=True`` they are skipped instead and listed in ``.skipped``.
 * Spec defaults: additionalProperties allows any value under an undeclared
   key; ``strict_properties=True`` forbids undeclared keys where a schema
   declares properties and does not ask for others explicitly.
@@ -83,13 +84,13 @@ ENFORCED = frozenset({
     "patternProperties", "propertyNames", "minProperties", "maxProperties", "dependentRequired",
     "dependentSchemas", "dependencies", "items", "prefixItems", "additionalItems", "minItems", "maxItems",
     "contains", "minContains", "maxContains", "uniqueItems", "allOf", "anyOf", "oneOf", "not", "if", "then",
-    "else", "$ref",
+    "else", "$ref", "$dynamicRef",
 })
+REFERENCES = ("$ref", "$dynamicRef")
 # Keywords of the specification that cannot be enforced exactly.
 REFUSED = {
     "unevaluatedProperties": "it depends on which keywords evaluated each property",
     "unevaluatedItems": "it depends on which keywords evaluated each item",
-    "$dynamicRef": "dynamic scopes are not supported",
     "$recursiveRef": "dynamic scopes are not supported",
 }
 _STRING_KEYWORDS = ("minLength", "maxLength", "pattern", "format")
@@ -264,14 +265,19 @@ class Schemas:
             if schema is False:
                 i = FALSE
                 break
-            if isinstance(schema, dict) and "$ref" in schema and not any(
-                    k in ENFORCED or k in REFUSED for k in schema if k != "$ref"):
+            references = [k for k in REFERENCES if isinstance(schema, dict) and k in schema]
+            if len(references) == 1 and not any(
+                    k in ENFORCED or k in REFUSED for k in schema if k != references[0]):
                 if pointer in seen:
                     raise ConstrainedError(f"$ref at {where(pointer)} refers to itself in a cycle of references "
                                            "that never reaches a schema")
                 seen.append(pointer)
                 self._ignore_unknown(schema, pointer)
-                pointer = self.documents.resolve(schema["$ref"], pointer)
+                target = self._target(schema, references[0], pointer)
+                if target is None:
+                    i = TRUE
+                    break
+                pointer = target
                 continue
             i = len(self.nodes)
             self.nodes.append(None)
@@ -281,6 +287,17 @@ class Schemas:
             self._ids[p] = i
         self._ids[pointer] = i
         return i
+
+    def _target(self, schema: dict, key: str, pointer: str):
+        """The location the reference ``key`` ($ref or $dynamicRef) of ``schema``
+        names; None when lenient skips a $dynamicRef that cannot be resolved statically."""
+        if key == "$ref":
+            return self.documents.resolve(schema[key], pointer)
+        target = self.documents.resolve_dynamic(schema[key], pointer)
+        if target is None:
+            self._refuse(key, pointer, "several schema resources define its $dynamicAnchor, so what it names "
+                         "depends on the dynamic scope")
+        return target
 
     def synthetic(self, key, make) -> int:
         """The id of a node made by ``make()`` that is not in the document, one per key."""
@@ -568,9 +585,8 @@ class Schemas:
     # Combinators.
 
     def _combinators(self, schema: dict, pointer: str, node: Node) -> None:
-        all_of = []
-        if "$ref" in schema:
-            all_of.append(self.node_id(self.documents.resolve(schema["$ref"], pointer)))
+        targets = [self._target(schema, key, pointer) for key in REFERENCES if key in schema]
+        all_of = [self.node_id(target) for target in targets if target is not None]
         for key in ("allOf", "anyOf", "oneOf"):
             if key in schema:
                 group = schema[key]

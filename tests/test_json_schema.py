@@ -124,6 +124,15 @@ CASES = [
                                          "$defs": {"r": {"$id": "inner.json", "$defs": {
                                              "p": {"$anchor": "pos", "minimum": 1}}}}},
      [[1, 2]], [[0]]),
+    ("$dynamicRef as $ref", {"$id": "https://example.com/tree", "$dynamicAnchor": "node", "type": "object",
+                             "properties": {"kids": {"type": "array", "items": {"$dynamicRef": "#node"}}}},
+     [{"kids": [{"kids": []}]}], [{"kids": [1]}]),
+    ("$dynamicRef to the root's $dynamicAnchor", {
+        "$id": "https://example.com/strings", "$ref": "list", "$defs": {
+            "items": {"$dynamicAnchor": "items", "type": "string"},
+            "list": {"$id": "list", "type": "array", "items": {"$dynamicRef": "#items"},
+                     "$defs": {"items": {"$dynamicAnchor": "items"}}}}},
+     [["a"], []], [[1], "a"]),
     ("recursion", {"$defs": {"node": {"type": "object", "properties": {"value": {"type": "integer"},
                                                                         "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
                                       "required": ["value"], "additionalProperties": False}},
@@ -300,6 +309,9 @@ def test_pydantic_model():
      "no JSON value"),
     ({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"}, "refers to itself"),
     ({"$ref": "#/$defs/b", "$defs": {"b": {"$ref": "#/$defs/b"}}}, "cycle"),
+    ({"$ref": "a", "$defs": {"a": {"$id": "a", "$ref": "list", "$defs": {"i": {"$dynamicAnchor": "i", "type": "string"}}},
+                            "list": {"$id": "list", "items": {"$dynamicRef": "#i"}, "$defs": {"i": {"$dynamicAnchor": "i"}}}}},
+     "'$dynamicRef' at /$defs/list/items"),
     ({"type": "string", "format": "idn-hostname"}, "'format' at the schema root"),
     ("{not json", "not valid JSON"),
     (42, "a schema is"),
