@@ -59,6 +59,11 @@ class Documents:
             value = value[int(token)] if isinstance(value, list) else value[token]
         return value
 
+    def named(self, uri: str):
+        """The schema resource ``uri`` names (its fragment aside), or None."""
+        location = self._resources.get(urldefrag(uri)[0])
+        return None if location is None else self.at(location)
+
     def base(self, location: str) -> str:
         """The base URI of the schema at ``location``: what its ``$ref`` is relative to."""
         if location not in self._bases:  # a location no keyword leads to ($ref to "#/x/y"): indexed on first use

@@ -41,6 +41,9 @@ exponent, so ``1.0`` is not one):
   too), and other documents the caller passes as ``documents``; a reference
   to anything else is an error naming its URI. ``$dynamicRef`` where what it
   names does not depend on the dynamic scope (json_references.py says when).
+* A ``$schema`` among ``documents`` whose ``$vocabulary`` leaves out the
+  applicator, validation or unevaluated vocabulary makes their keywords
+  annotations; a required vocabulary this module does not know is an error.
 * Keywords that cannot be enforced exactly (unevaluatedProperties, a
   $dynamicRef that depends on the dynamic scope, uniqueItems over objects,
   ...) are errors naming the keyword and its JSON pointer; with
@@ -93,6 +96,20 @@ REFUSED = {
     "unevaluatedItems": "it depends on which keywords evaluated each item",
     "$recursiveRef": "dynamic scopes are not supported",
 }
+# The 2020-12 vocabularies whose keywords a metaschema's $vocabulary may leave out, and the others known.
+VOCABULARY = "https://json-schema.org/draft/2020-12/vocab/"
+VOCABULARY_KEYWORDS = {
+    VOCABULARY + "applicator": frozenset({
+        "prefixItems", "items", "contains", "additionalProperties", "properties", "patternProperties",
+        "dependentSchemas", "propertyNames", "if", "then", "else", "allOf", "anyOf", "oneOf", "not"}),
+    VOCABULARY + "validation": frozenset({
+        "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+        "maxLength", "minLength", "pattern", "maxItems", "minItems", "uniqueItems", "maxContains", "minContains",
+        "maxProperties", "minProperties", "required", "dependentRequired"}),
+    VOCABULARY + "unevaluated": frozenset({"unevaluatedItems", "unevaluatedProperties"}),
+}
+OTHER_VOCABULARIES = frozenset(VOCABULARY + v for v in (
+    "core", "content", "meta-data", "format-annotation", "format-assertion"))
 _STRING_KEYWORDS = ("minLength", "maxLength", "pattern", "format")
 LONG_STRING = 64  # plain strings allowed more code points than this are counted by grammar rules, not one DFA
 # Formats the drafts define: enforced, or refused where they cannot be. Others are annotations.
@@ -232,6 +249,7 @@ class Schemas:
         declared = document.get("$schema") if isinstance(document, dict) else None
         self.integers_without_fraction = isinstance(declared, str) and any(
             f"draft-0{n}/" in declared for n in (3, 4))
+        self.unused = self._unused_keywords(declared)
         self.skipped: list[str] = []
         self.ignored: set[str] = set()
         self.nodes: list = [Node("true"), Node("false", scalar=None, obj=None, arr=None)]
@@ -257,7 +275,7 @@ class Schemas:
             if pointer in self._ids:
                 i = self._ids[pointer]
                 break
-            schema = self.documents.at(pointer)
+            schema = self._schema_at(pointer)
             if schema is True or (isinstance(schema, dict) and not any(k in ENFORCED or k in REFUSED for k in schema)):
                 self._ignore_unknown(schema, pointer)
                 i = TRUE
@@ -326,7 +344,7 @@ class Schemas:
     # Normalisation.
 
     def _normalise(self, pointer: str) -> Node:
-        schema = self.documents.at(pointer)
+        schema = self._schema_at(pointer)
         if not isinstance(schema, dict):
             raise ConstrainedError(f"malformed schema at {where(pointer)}: a schema is an object or a boolean, "
                                    f"got {json_lib.dumps(schema)[:60]}")
@@ -344,6 +362,28 @@ class Schemas:
             if key in schema:
                 self._restrict_to_values(node, schema, key, pointer)
         return node
+
+    def _unused_keywords(self, metaschema_uri) -> frozenset:
+        """The keywords of the vocabularies that the document's metaschema (when
+        it is one of ``documents``) leaves out of its ``$vocabulary``."""
+        metaschema = self.documents.named(metaschema_uri) if isinstance(metaschema_uri, str) else None
+        vocabularies = metaschema.get("$vocabulary") if isinstance(metaschema, dict) else None
+        if not isinstance(vocabularies, dict):
+            return frozenset()
+        for uri, required in vocabularies.items():
+            if required is True and uri not in VOCABULARY_KEYWORDS and uri not in OTHER_VOCABULARIES:
+                raise ConstrainedError(f"the metaschema {metaschema_uri} requires the vocabulary {uri}, which "
+                                       "json_schema does not know")
+        return frozenset().union(*(keys for uri, keys in VOCABULARY_KEYWORDS.items() if uri not in vocabularies))
+
+    def _schema_at(self, pointer: str):
+        """The schema at ``pointer`` without the keywords of unused vocabularies."""
+        schema = self.documents.at(pointer)
+        if not self.unused or not isinstance(schema, dict) or not self.unused & schema.keys():
+            return schema
+        for key in self.unused & schema.keys():
+            self.ignored.add(f"{key} at {where(pointer)} (its vocabulary is not in use)")
+        return {k: v for k, v in schema.items() if k not in self.unused}
 
     def _ignore_unknown(self, schema, pointer: str) -> None:
         if isinstance(schema, dict):

@@ -244,6 +244,18 @@ def test_refs_to_other_documents():
     assert accepts(relative, {"home": {"city": "A"}}) and not accepts(relative, {"home": {"city": 1}})
 
 
+def test_metaschema_vocabularies_decide_which_keywords_apply():
+    meta = "https://example.com/meta/no-validation"
+    documents = {meta: {"$vocabulary": {"https://json-schema.org/draft/2020-12/vocab/core": True,
+                                        "https://json-schema.org/draft/2020-12/vocab/applicator": True}}}
+    grammar = json_schema({"$schema": meta, "properties": {"no": False, "n": {"minimum": 10}}}, documents=documents)
+    assert accepts(grammar, {"n": 1}) and not accepts(grammar, {"no": 1})
+    assert "minimum at /properties/n (its vocabulary is not in use)" in grammar.ignored_keywords
+    documents[meta]["$vocabulary"]["https://example.com/vocab/mine"] = True
+    with pytest.raises(ConstrainedError, match="requires the vocabulary https://example.com/vocab/mine"):
+        json_schema({"$schema": meta}, documents=documents)
+
+
 @pytest.mark.parametrize("schema, documents, message", [
     ({"properties": {"a": {"$ref": "https://example.com/other.json#/$defs/x"}}}, DOCUMENTS,
      "$ref 'https://example.com/other.json#/$defs/x' at /properties/a names the remote schema "
