@@ -5,7 +5,10 @@ documents={uri: schema})``) are walked once, keyword by keyword, to record every
 schema's base URI (``$id`` changes it, relative to the enclosing one), every
 embedded resource (a schema with its own ``$id``) and every ``$anchor``. A
 ``$ref`` is then resolved against its schema's base URI (RFC 3986) to a resource
-and a JSON pointer or anchor within it.
+and a JSON pointer or anchor within it. A ``$dynamicRef`` also depends on the
+*dynamic scope*, the resources evaluation went through to reach it: json_schema
+carries that scope along (enter()) as the outermost ``$dynamicAnchor`` of each
+name, so a schema reached in different scopes is a different node.
 
 A *location* names one schema: its JSON pointer in the schema document (``""``
 is the root, ``"/$defs/a"``...), or ``uri#pointer`` in another document.
@@ -43,12 +46,17 @@ class Documents:
         self._resources: dict = {}  # URI without fragment -> location of the resource's root
         self._anchors: dict = {}  # (URI, anchor) -> location
         self._dynamic_anchors: set = set()  # (URI, anchor) of the $dynamicAnchors
+        self._dynamic_names: set = set()  # the anchor names $dynamicRefs use
         self._index(document, "", ROOT_URI)
         self._resources.setdefault(ROOT_URI, "")
         for root in self._documents:
             if root:  # addressed by the URI it is passed under, whatever its $id says
                 self._resources.setdefault(root[:-1], root)
                 self._index(self._documents[root], root, root[:-1])
+        self._dynamic_by_resource: dict = {}  # URI -> {name: location} of the $dynamicAnchors $dynamicRefs use
+        for uri, name in self._dynamic_anchors:
+            if name in self._dynamic_names:
+                self._dynamic_by_resource.setdefault(uri, {})[name] = self._anchors[uri, name]
 
     def at(self, location: str):
         """The schema (or any JSON value) at ``location``."""
@@ -95,20 +103,30 @@ class Documents:
                                    f"{fragment or '/'} of {uri}")
         return target
 
-    def resolve_dynamic(self, ref, location: str):
-        """The location a ``$dynamicRef`` names, where that does not depend on the
-        dynamic scope: where its first target has no ``$dynamicAnchor`` of the
-        fragment's name (it is a ``$ref``), where the root resource has one (it
-        is outermost in every scope), or where no other resource has one; else None."""
+    def resolve_dynamic(self, ref, location: str, scope: tuple):
+        """The location the ``$dynamicRef`` ``ref`` at ``location`` names in the
+        dynamic ``scope`` (see enter()): the outermost ``$dynamicAnchor`` of the
+        fragment's name when its first target has one, else that target (as
+        ``$ref``). None where the scope does not track the name (a $dynamicRef
+        outside the schema keywords)."""
         target = self.resolve(ref, location)
         uri, name = urldefrag(_join(self.base(location), ref))
         name = unquote(name)
         if (uri, name) not in self._dynamic_anchors:
             return target
-        root = self.base("")
-        if (root, name) in self._dynamic_anchors:
-            return self._anchors[root, name]
-        return target if sum(n == name for _, n in self._dynamic_anchors) == 1 else None
+        if name not in self._dynamic_names:
+            return None
+        return dict(scope).get(name, target)
+
+    def enter(self, scope: tuple, location: str) -> tuple:
+        """The dynamic scope once evaluation reaches ``location`` from ``scope``.
+        A scope binds each anchor name some $dynamicRef uses to its outermost
+        $dynamicAnchor among the resources entered so far, as sorted (name,
+        location) pairs: the first resource entered that defines it wins."""
+        anchors = self._dynamic_by_resource.get(self.base(location))
+        if not anchors or all(name in dict(scope) for name in anchors):
+            return scope
+        return tuple(sorted((dict(anchors) | dict(scope)).items()))
 
     def _follow(self, start: str, pointer: str):
         """The location of the JSON pointer ``pointer`` from ``start``, or None."""
@@ -137,6 +155,8 @@ class Documents:
                 self._anchors.setdefault((new_base, schema[key]), location)
         if isinstance(schema.get("$dynamicAnchor"), str):
             self._dynamic_anchors.add((new_base, schema["$dynamicAnchor"]))
+        if isinstance(schema.get("$dynamicRef"), str):
+            self._dynamic_names.add(unquote(urldefrag(schema["$dynamicRef"])[1]))
         ident = schema.get("$id", schema.get("id"))
         if isinstance(ident, str) and urldefrag(ident)[1] and not urldefrag(ident)[1].startswith("/"):
             self._anchors.setdefault(urldefrag(_join(base, ident)), location)  # draft-07: "$id": "#name"
@@ -202,7 +222,7 @@ def _checked(others) -> dict:
 
 def _unknown_document(ref: str, location: str, uri: str) -> str:
     if urlsplit(uri).hostname == METASCHEMA_HOST:
-        return (f"$ref {ref!r} at {where(location)} names the JSON Schema metaschema {uri}, which is not "
-                "supported (it relies on $dynamicRef)")
+        return (f"$ref {ref!r} at {where(location)} names the JSON Schema metaschema {uri}, which json_schema "
+                "does not have (it fetches nothing): refer to a schema of your own instead")
     return (f"$ref {ref!r} at {where(location)} names the remote schema {uri}, which json_schema was not given: "
             f"pass it as json_schema(schema, documents={{{uri!r}: <that schema>}}), or copy it under $defs")

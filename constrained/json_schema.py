@@ -39,14 +39,13 @@ exponent, so ``1.0`` is not one):
   specification says; their names are kept in ``.ignored_keywords``.
 * ``$ref``: JSON pointers, ``$anchor``, ``$id`` (relative or absolute, URNs
   too), and other documents the caller passes as ``documents``; a reference
-  to anything else is an error naming its URI. ``$dynamicRef`` where what it
-  names does not depend on the dynamic scope (json_references.py says when).
+  to anything else is an error naming its URI. ``$dynamicRef`` in its dynamic
+  scope: a schema reached through different resources is a node per scope.
 * A ``$schema`` among ``documents`` whose ``$vocabulary`` leaves out the
   applicator, validation or unevaluated vocabulary makes their keywords
   annotations; a required vocabulary this module does not know is an error.
-* Keywords that cannot be enforced exactly (unevaluatedProperties, a
-  $dynamicRef that depends on the dynamic scope, uniqueItems over objects,
-  ...) are errors naming the keyword and its JSON pointer; with
+* Keywords that cannot be enforced exactly (unevaluatedProperties,
+  uniqueItems over objects, ...) are errors naming the keyword and its JSON pointer; with
   ``lenient=True`` they are skipped instead and listed in ``.skipped``.
 * Spec defaults: additionalProperties allows any value under an undeclared
   key; ``strict_properties=True`` forbids undeclared keys where a schema
@@ -94,7 +93,7 @@ REFERENCES = ("$ref", "$dynamicRef")
 REFUSED = {
     "unevaluatedProperties": "it depends on which keywords evaluated each property",
     "unevaluatedItems": "it depends on which keywords evaluated each item",
-    "$recursiveRef": "dynamic scopes are not supported",
+    "$recursiveRef": "it is draft 2019-09's; draft 2020-12 spells it $dynamicRef (with $dynamicAnchor)",
 }
 # The 2020-12 vocabularies whose keywords a metaschema's $vocabulary may leave out, and the others known.
 VOCABULARY = "https://json-schema.org/draft/2020-12/vocab/"
@@ -253,8 +252,9 @@ class Schemas:
         self.skipped: list[str] = []
         self.ignored: set[str] = set()
         self.nodes: list = [Node("true"), Node("false", scalar=None, obj=None, arr=None)]
-        self._ids: dict = {}  # location or synthetic key -> id
-        self._todo: dict = {}  # id -> location not normalised yet
+        self._ids: dict = {}  # ("schema", location, dynamic scope) or synthetic key -> id
+        self._todo: dict = {}  # id -> (location, dynamic scope) not normalised yet
+        self._scope = ()  # the dynamic scope of the schema being normalised (json_references.Documents.enter)
 
     def root(self) -> int:
         return self.node_id("")
@@ -262,18 +262,21 @@ class Schemas:
     def node(self, i: int) -> Node:
         pending = self._todo.pop(i, None)
         if pending is not None:
-            self.nodes[i] = self._normalise(pending)
+            self.nodes[i] = self._normalise(*pending)
         return self.nodes[i]
 
     # Node ids.
 
-    def node_id(self, pointer: str) -> int:
-        """The id of the schema at ``pointer``; a schema that is only a ``$ref``
-        (with annotations) is the schema it refers to."""
+    def node_id(self, pointer: str, outer: tuple = ()) -> int:
+        """The id of the schema at ``pointer``, reached in the dynamic scope
+        ``outer``; a schema that is only a ``$ref`` (with annotations) is the
+        schema it refers to."""
         seen = []
+        scope = self.documents.enter(outer, pointer)
         while True:
-            if pointer in self._ids:
-                i = self._ids[pointer]
+            key = ("schema", pointer, scope)
+            if key in self._ids:
+                i = self._ids[key]
                 break
             schema = self._schema_at(pointer)
             if schema is True or (isinstance(schema, dict) and not any(k in ENFORCED or k in REFUSED for k in schema)):
@@ -286,35 +289,35 @@ class Schemas:
             references = [k for k in REFERENCES if isinstance(schema, dict) and k in schema]
             if len(references) == 1 and not any(
                     k in ENFORCED or k in REFUSED for k in schema if k != references[0]):
-                if pointer in seen:
+                if key in seen:
                     raise ConstrainedError(f"$ref at {where(pointer)} refers to itself in a cycle of references "
                                            "that never reaches a schema")
-                seen.append(pointer)
+                seen.append(key)
                 self._ignore_unknown(schema, pointer)
-                target = self._target(schema, references[0], pointer)
+                target = self._target(schema, references[0], pointer, scope)
                 if target is None:
                     i = TRUE
                     break
-                pointer = target
+                pointer, scope = target, self.documents.enter(scope, target)
                 continue
             i = len(self.nodes)
             self.nodes.append(None)
-            self._todo[i] = pointer
+            self._todo[i] = (pointer, scope)
             break
-        for p in seen:
-            self._ids[p] = i
-        self._ids[pointer] = i
+        for k in seen:
+            self._ids[k] = i
+        self._ids[key] = i
         return i
 
-    def _target(self, schema: dict, key: str, pointer: str):
+    def _target(self, schema: dict, key: str, pointer: str, scope: tuple):
         """The location the reference ``key`` ($ref or $dynamicRef) of ``schema``
-        names; None when lenient skips a $dynamicRef that cannot be resolved statically."""
+        names in the dynamic ``scope``; None when lenient skips a $dynamicRef."""
         if key == "$ref":
             return self.documents.resolve(schema[key], pointer)
-        target = self.documents.resolve_dynamic(schema[key], pointer)
+        target = self.documents.resolve_dynamic(schema[key], pointer, scope)
         if target is None:
-            self._refuse(key, pointer, "several schema resources define its $dynamicAnchor, so what it names "
-                         "depends on the dynamic scope")
+            self._refuse(key, pointer, "it is outside the keywords that hold schemas, so its dynamic scope is "
+                         "not known")
         return target
 
     def synthetic(self, key, make) -> int:
@@ -343,7 +346,8 @@ class Schemas:
 
     # Normalisation.
 
-    def _normalise(self, pointer: str) -> Node:
+    def _normalise(self, pointer: str, scope: tuple) -> Node:
+        self._scope = scope
         schema = self._schema_at(pointer)
         if not isinstance(schema, dict):
             raise ConstrainedError(f"malformed schema at {where(pointer)}: a schema is an object or a boolean, "
@@ -399,7 +403,7 @@ class Schemas:
         self.skipped.append(message)
 
     def _child(self, schema: dict, key: str, pointer: str, *path) -> int:
-        return self.node_id("/".join([pointer, escape(key)] + [escape(s) for s in path]))
+        return self.node_id("/".join([pointer, escape(key)] + [escape(s) for s in path]), self._scope)
 
     def _types(self, schema: dict, pointer: str) -> set:
         value = schema.get("type", list(TYPES))
@@ -625,8 +629,8 @@ class Schemas:
     # Combinators.
 
     def _combinators(self, schema: dict, pointer: str, node: Node) -> None:
-        targets = [self._target(schema, key, pointer) for key in REFERENCES if key in schema]
-        all_of = [self.node_id(target) for target in targets if target is not None]
+        targets = [self._target(schema, key, pointer, self._scope) for key in REFERENCES if key in schema]
+        all_of = [self.node_id(target, self._scope) for target in targets if target is not None]
         for key in ("allOf", "anyOf", "oneOf"):
             if key in schema:
                 group = schema[key]
