@@ -21,10 +21,11 @@ SUITE = {part: groups(suite_root(), part) for part in ("core", "format")}
 REMOTES = remote_documents(suite_root())
 ORDERS = 120  # member orders tried for a valid instance that was rejected
 
-# Measured with json_schema's first cut (d1362e4 with json-lexemes e00640b): 213 of the 368 core
-# groups pass (127 refused), 16 of the 22 format groups compile; less some slack. Refusing more
-# schemas than that is a regression too.
-MIN_CORE_PASSING = 200
+# Measured with json_schema's first cut (d1362e4 with json-lexemes e00640b): 16 of the 22 format
+# groups compile; with $ref by URI, the remotes as documents, $dynamicRef scopes and up to 4
+# declared keys in any order (branch refs): 263 of the 368 core groups pass (89 refused); less some
+# slack. Refusing more schemas than that is a regression too.
+MIN_CORE_PASSING = 255
 MIN_FORMAT_COMPILED = 14
 
 
