@@ -11,6 +11,9 @@ token by token on the Llama 3 vocabulary with the full mask before each step, as
 in bench_maskbench.py. Per file: groups passed (compiled, every instance right),
 compile errors (the schema refused), false positives (invalid instances
 accepted) and false negatives (valid instances rejected by a compiled schema).
+Our engine gets the suite's remotes/ folder (the documents its tests serve at
+http://localhost:1234/) as json_schema's ``documents``; llguidance cannot take
+other documents.
 Prints markdown tables; writes benchmarks/results/schema_suite.json and the
 section "## JSON Schema: Test Suite (issue 4)" of benchmarks/RESULTS.md.
 """
@@ -24,7 +27,7 @@ from pathlib import Path
 
 from common import ROOT, log, machine, table, versions, write_results
 from schema_engines import ENGINE_NAMES, VOCAB, check, start_worker, tokenize, unavailable
-from tests.schema_suite import PARTS, SDIST, groups, suite_root  # noqa: E402  (ROOT is on sys.path)
+from tests.schema_suite import PARTS, SDIST, groups, remote_documents, suite_root  # noqa: E402  (ROOT is on sys.path)
 
 import constrained  # noqa: E402
 from constrained import models  # noqa: E402
@@ -36,7 +39,7 @@ COUNTS = ("groups", "passed", "refused", "timeout or crash", "false negatives", 
 LISTED_FALSE_NEGATIVES = 40  # per engine and part (every false positive is listed)
 
 
-def bench_part(workers, part_groups, tok, vocab, args) -> dict:
+def bench_part(workers, part_groups, remotes, tok, vocab, args) -> dict:
     """engine -> {"files": file -> counts, "total": counts, "false_positives": [...],
     "false_negatives": [...], "refusals": [...]} for one part of the suite."""
     out = {}
@@ -48,7 +51,8 @@ def bench_part(workers, part_groups, tok, vocab, args) -> dict:
             counts["groups"] += 1
             texts = [json.dumps(test["data"]) for test in group["tests"]]
             sequences = tokenize(tok, vocab, texts)
-            result = check(worker, group["schema"], sequences, args.compile_timeout, args.run_timeout)
+            result = check(worker, group["schema"], sequences, args.compile_timeout, args.run_timeout,
+                           documents=remotes if engine == "ours" else None)
             where = {"file": file, "group": group["description"]}
             if result["status"] == "refused":
                 counts["refused"] += 1
@@ -83,7 +87,8 @@ def markdown(results, engines, command) -> str:
         "Each group's schema is compiled; each instance (`json.dumps` defaults, Llama 3 tokens) is fed token by "
         "token with the full mask before each step and must end accepting when valid, be refused (or end "
         "non-accepting) when invalid. A group passes when it compiles and every instance comes out right; false "
-        "negatives count only in compiled groups. llguidance runs with its default JSON options.",
+        "negatives count only in compiled groups. Ours gets the suite's `remotes/` as `documents`; llguidance "
+        "runs with its default JSON options.",
     ]
     for part, by_engine in results["parts"].items():
         lines += ["", f"### {part} ({'tests/draft2020-12/' + PARTS[part]})", "",
@@ -140,7 +145,7 @@ def main():
         for part in PARTS:
             part_groups = groups(suite, part)
             log(f"{part}: {len(part_groups)} groups")
-            parts[part] = bench_part(workers, part_groups, tok, vocab, args)
+            parts[part] = bench_part(workers, part_groups, remote_documents(suite), tok, vocab, args)
     finally:
         for worker in workers.values():
             worker.close()

@@ -84,10 +84,11 @@ class Ours:
             compiled = constrained.Constraint(from_regex(source), source)
         elif kind == "lark":
             compiled = constrained.grammar(source)
-        elif kind == "json_schema":
+        elif kind in ("json_schema", "json_schema_with_documents"):
             from constrained.json_schema import json_schema
 
-            compiled = json_schema(source)
+            schema, documents = source if kind == "json_schema_with_documents" else (source, None)
+            compiled = json_schema(schema, documents=documents)
         else:
             raise unsupported("ours", language)
         compiled.index(self.tok)

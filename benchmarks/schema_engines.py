@@ -33,13 +33,15 @@ def unavailable(name) -> str | None:
 # ---------------------------------------------------------------- in the worker
 
 
-def handle_schema_compile(state, schema):
+def handle_schema_compile(state, schema, documents=None):
     """{"compile_s", "ttfm_s"} (time to first mask: compile + a matcher + its
     first mask), or {"refused": message} when the engine refuses the schema:
-    ours with a ConstrainedError, llguidance with a ValueError (its only error)."""
+    ours with a ConstrainedError, llguidance with a ValueError (its only error).
+    ``documents`` (ours only) are the other schema documents by URI."""
     refusal = ConstrainedError if isinstance(state["engine"], engines.Ours) else ValueError
+    language = ("json_schema", schema) if documents is None else ("json_schema_with_documents", (schema, documents))
     try:
-        compile_s, ttfm_s = engines.handle_compile(state, ("json_schema", schema))
+        compile_s, ttfm_s = engines.handle_compile(state, language)
     except refusal as e:
         return {"refused": str(e)}
     return {"compile_s": compile_s, "ttfm_s": ttfm_s}
@@ -94,14 +96,15 @@ def tokenize(tok, vocab, texts) -> list[list[int] | None]:
     return [exact_tokens(tok, vocab, text) for text in texts]
 
 
-def check(worker, schema, sequences, compile_timeout, run_timeout) -> dict:
-    """One schema and its token sequences (None: skipped) on one engine. "status"
+def check(worker, schema, sequences, compile_timeout, run_timeout, documents=None) -> dict:
+    """One schema (with the other ``documents`` its $refs name, for
+    handle_schema_compile) and its token sequences (None: skipped) on one engine. "status"
     is "compiled", "refused", "timeout" or "crashed" (the engine raised or its
     process died), with "error" (the message's first line) unless compiled;
     "compile_s" and "ttfm_s" once compiled; "runs", one per sequence (None where
     skipped, else what follow() says), when they ran."""
     try:
-        compiled = worker.call(compile_timeout, "schema_compile", schema)
+        compiled = worker.call(compile_timeout, "schema_compile", schema, documents)
     except EngineError as e:
         return failure(worker, e)
     if "refused" in compiled:

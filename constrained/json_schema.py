@@ -2,11 +2,12 @@
 
 A schema compiles in three steps:
 
-1. *Resolve and normalise* (this module): the document is read, local ``$ref``s
-   are resolved (JSON pointers, ``$anchor``, embedded ``$id``s), and every
-   subschema the root reaches becomes a ``Node``: what its own keywords allow
-   per JSON type (scalars as one byte DFA over their JSON text, objects and
-   arrays as an ``ObjectAtom`` / ``ArrayAtom``), and how it combines other nodes
+1. *Resolve and normalise* (this module): the document is read, ``$ref``s are
+   resolved (json_references.py: JSON pointers, ``$anchor``, ``$id``s, other
+   documents the caller passes), and every subschema the root reaches becomes
+   a ``Node``: what its own keywords allow per JSON type (scalars as one byte
+   DFA over their JSON text, objects and arrays as an ``ObjectAtom`` /
+   ``ArrayAtom``), and how it combines other nodes
    that apply to the same value (``allOf``, ``anyOf``, ``oneOf``, ``not``, with
    ``$ref`` next to other keywords, ``if``/``then``/``else``, ``enum`` of objects
    and ``dependent*`` written in terms of those).
@@ -37,19 +38,28 @@ exponent, so ``1.0`` is not one):
 * Annotations (title, description, default, examples, deprecated, readOnly,
   ...) and keywords no draft defines (``x-...``, typos) are ignored, as the
   specification says; their names are kept in ``.ignored_keywords``.
-* Keywords that cannot be enforced exactly ($dynamicRef, uniqueItems over
-  objects, ...) are errors naming the keyword and its JSON pointer; with
+* ``$ref``: JSON pointers, ``$anchor``, ``$id`` (relative or absolute, URNs
+  too), and other documents the caller passes as ``documents``; a reference
+  to anything else is an error naming its URI. ``$dynamicRef`` in its dynamic
+  scope: a schema reached through different resources is a node per scope.
+* A ``$schema`` among ``documents`` whose ``$vocabulary`` leaves out the
+  applicator, validation or unevaluated vocabulary makes their keywords
+  annotations; a required vocabulary this module does not know is an error.
+* Keywords that cannot be enforced exactly (uniqueItems over objects,
+  ...) are errors naming the keyword and its JSON pointer; with
   ``lenient=True`` they are skipped instead and listed in ``.skipped``.
 * Spec defaults: additionalProperties allows any value under an undeclared
   key; ``strict_properties=True`` forbids undeclared keys where a schema
   declares properties and does not ask for others explicitly.
 * Output order: declared properties (``properties``, then ``required`` names
-  not among them) come in schema order; undeclared ones may come anywhere
-  between them. Where schemas combine (allOf, anyOf, oneOf, if/then/else,
-  ...), their orders merge into one that keeps each schema's own where they
-  agree, a schema's properties before those of the schemas it combines.
-  Array items and object members are separated by ``,``; whitespace between
-  tokens is bounded (``max_ignored`` bytes per gap).
+  not among them, of every schema that applies to an object) come in any
+  order when there are at most json_schema_rules.ANY_ORDER_KEYS of them, else
+  in one order: each schema's own, and where schemas combine (allOf, anyOf,
+  oneOf, if/then/else, ...) their orders merged into one that keeps each
+  schema's own where they agree, a schema's properties before those of the
+  schemas it combines. Undeclared ones may come anywhere between them. Array
+  items and object members are separated by ``,``; whitespace between tokens
+  is bounded (``max_ignored`` bytes per gap).
 * Numbers compare by value (an ``enum`` of ``1`` also allows ``1.0``); strings
   by code points whatever their escaping.
 """
@@ -58,11 +68,11 @@ import json as json_lib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from urllib.parse import unquote, urldefrag, urljoin
 
 from . import dfa, json_numbers, json_strings
 from .errors import ConstrainedError
 from .grammar import MAX_IGNORED, Grammar, grammar
+from .json_references import Documents, escape, where
 
 ANY = "any"  # an atom with no constraint for its type (Node.scalar / .obj / .arr)
 TYPES = ("null", "boolean", "integer", "number", "string", "object", "array")
@@ -80,13 +90,27 @@ ENFORCED = frozenset({
     "patternProperties", "propertyNames", "minProperties", "maxProperties", "dependentRequired",
     "dependentSchemas", "dependencies", "items", "prefixItems", "additionalItems", "minItems", "maxItems",
     "contains", "minContains", "maxContains", "uniqueItems", "allOf", "anyOf", "oneOf", "not", "if", "then",
-    "else", "$ref", "unevaluatedProperties", "unevaluatedItems",
+    "else", "$ref", "$dynamicRef", "unevaluatedProperties", "unevaluatedItems",
 })
+REFERENCES = ("$ref", "$dynamicRef")
 # Keywords of the specification that cannot be enforced exactly.
 REFUSED = {
-    "$dynamicRef": "dynamic scopes are not supported",
-    "$recursiveRef": "dynamic scopes are not supported",
+    "$recursiveRef": "it is draft 2019-09's; draft 2020-12 spells it $dynamicRef (with $dynamicAnchor)",
 }
+# The 2020-12 vocabularies whose keywords a metaschema's $vocabulary may leave out, and the others known.
+VOCABULARY = "https://json-schema.org/draft/2020-12/vocab/"
+VOCABULARY_KEYWORDS = {
+    VOCABULARY + "applicator": frozenset({
+        "prefixItems", "items", "contains", "additionalProperties", "properties", "patternProperties",
+        "dependentSchemas", "propertyNames", "if", "then", "else", "allOf", "anyOf", "oneOf", "not"}),
+    VOCABULARY + "validation": frozenset({
+        "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+        "maxLength", "minLength", "pattern", "maxItems", "minItems", "uniqueItems", "maxContains", "minContains",
+        "maxProperties", "minProperties", "required", "dependentRequired"}),
+    VOCABULARY + "unevaluated": frozenset({"unevaluatedItems", "unevaluatedProperties"}),
+}
+OTHER_VOCABULARIES = frozenset(VOCABULARY + v for v in (
+    "core", "content", "meta-data", "format-annotation", "format-assertion"))
 _STRING_KEYWORDS = ("minLength", "maxLength", "pattern", "format")
 LONG_STRING = 64  # plain strings allowed more code points than this are counted by grammar rules, not one DFA
 # Formats the drafts define: enforced, or refused where they cannot be. Others are annotations.
@@ -96,7 +120,6 @@ SPEC_FORMATS = (
     "relative-json-pointer", "regex",
 )
 _NUMBER_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
-_ROOT_URI = "https://constrained.invalid/schema.json"
 
 
 @dataclass(frozen=True)
@@ -155,11 +178,14 @@ class Node:
 TRUE, FALSE = 0, 1
 
 
-def json_schema(schema, *, strict_properties: bool = False, lenient: bool = False,
-                max_ignored: int = MAX_IGNORED) -> Grammar:
+def json_schema(schema, *, documents: dict | None = None, strict_properties: bool = False,
+                lenient: bool = False, max_ignored: int = MAX_IGNORED) -> Grammar:
     """Output that is a JSON value valid under ``schema``: a dict (or bool), JSON
     text, the path of a JSON file, or a pydantic model class.
 
+    ``documents`` maps absolute URIs to the other schema documents that
+    ``$ref``s may name (``{"https://example.com/address.json": {...}}``); json_schema
+    never fetches anything, so a ``$ref`` to any other URI is an error naming it.
     ``strict_properties`` forbids properties a schema does not declare (unless
     it allows them explicitly); ``lenient`` skips keywords that cannot be
     enforced exactly instead of refusing the schema (see ``.skipped``);
@@ -167,7 +193,7 @@ def json_schema(schema, *, strict_properties: bool = False, lenient: bool = Fals
     from .json_schema_rules import schema_grammar
 
     document, source = _load(schema)
-    schemas = Schemas(document, lenient=lenient)
+    schemas = Schemas(document, documents, lenient=lenient)
     root = schemas.root()
     text, terminals, glued = schema_grammar(schemas, root, strict_properties=strict_properties)
     compiled = grammar(text, max_ignored=max_ignored, terminals=terminals, strict=True, glued=glued)
@@ -203,45 +229,37 @@ def _load(schema):
         f"a schema is a dict, a bool, JSON text, a path or a pydantic model class, got {type(schema).__name__}")
 
 
-def _parse_json(text: str, where: str):
+def _parse_json(text: str, source: str):
     try:
         return json_lib.loads(text)
     except ValueError as e:
-        raise ConstrainedError(f"{where} is not valid JSON: {e}") from None
-
-
-def _escape(token) -> str:
-    return str(token).replace("~", "~0").replace("/", "~1")
-
-
-def _where(pointer: str) -> str:
-    return pointer or "the schema root"
+        raise ConstrainedError(f"{source} is not valid JSON: {e}") from None
 
 
 class Schemas:
-    """The nodes of one schema document, numbered as they are reached. Ids 0 and
-    1 are the schemas ``true`` and ``false``; ``node(i)`` normalises on first use."""
+    """The nodes of one schema document (and the other ``documents`` its
+    ``$ref``s name), numbered as they are reached. Ids 0 and 1 are the schemas
+    ``true`` and ``false``; ``node(i)`` normalises on first use. Nodes of the
+    document are known by their location (see json_references.py)."""
 
-    def __init__(self, document, lenient: bool = False):
-        self.document = document
+    def __init__(self, document, documents=None, lenient: bool = False):
+        self.documents = Documents(document, documents)
         self.lenient = lenient
         # Draft-04 (and -03) define an integer as a number without a fraction or exponent part;
         # later drafts as an integer value (1.0 is one). The document's own $schema decides.
         declared = document.get("$schema") if isinstance(document, dict) else None
         self.integers_without_fraction = isinstance(declared, str) and any(
             f"draft-0{n}/" in declared for n in (3, 4))
+        self.unused = self._unused_keywords(declared)
         self.skipped: list[str] = []
         self.ignored: set[str] = set()
         self.nodes: list = [Node("true"), Node("false", scalar=None, obj=None, arr=None)]
-        self._ids: dict = {}  # pointer or synthetic key -> id
-        self._todo: dict = {}  # id -> (pointer, base uri) not normalised yet
-        self._resources: dict = {}  # base uri (no fragment) -> pointer of its schema
-        self._anchors: dict = {}  # (base uri, anchor) -> pointer
-        self._index(document, "", _ROOT_URI)
+        self._ids: dict = {}  # ("schema", location, dynamic scope) or synthetic key -> id
+        self._todo: dict = {}  # id -> (location, dynamic scope) not normalised yet
+        self._scope = ()  # the dynamic scope of the schema being normalised (json_references.Documents.enter)
 
     def root(self) -> int:
-        return self.node_id("", _ROOT_URI if not isinstance(self.document, dict)
-                            else self._base(self.document, _ROOT_URI))
+        return self.node_id("")
 
     def node(self, i: int) -> Node:
         pending = self._todo.pop(i, None)
@@ -249,88 +267,20 @@ class Schemas:
             self.nodes[i] = self._normalise(*pending)
         return self.nodes[i]
 
-    # References.
-
-    def _base(self, schema: dict, base: str) -> str:
-        ident = schema.get("$id", schema.get("id") if "$id" not in schema else None)
-        if isinstance(ident, str) and not ident.startswith("#"):
-            return urldefrag(urljoin(base, ident))[0]
-        return base
-
-    def _index(self, schema, pointer: str, base: str) -> None:
-        """Record embedded resources ($id) and anchors, walking schema keywords only."""
-        if not isinstance(schema, dict):
-            return
-        new_base = self._base(schema, base)
-        if new_base != base or pointer == "":
-            self._resources.setdefault(new_base, pointer)
-        for key in ("$anchor", "$dynamicAnchor"):
-            if isinstance(schema.get(key), str):
-                self._anchors.setdefault((new_base, schema[key]), pointer)
-        ident = schema.get("$id", schema.get("id"))
-        if isinstance(ident, str) and "#" in ident and urldefrag(ident)[1] and not urldefrag(ident)[1].startswith("/"):
-            uri, anchor = urldefrag(urljoin(base, ident))
-            self._anchors.setdefault((uri, anchor), pointer)
-        for child, child_pointer in _subschemas(schema, pointer):
-            self._index(child, child_pointer, new_base)
-
-    def _resolve(self, ref, pointer: str, base: str) -> tuple[str, str]:
-        """(pointer, base uri) of the schema ``ref`` names."""
-        if not isinstance(ref, str):
-            raise ConstrainedError(f"malformed schema: '$ref' at {_where(pointer)} must be a string, got {ref!r}")
-        uri, fragment = urldefrag(urljoin(base, ref))
-        if uri not in self._resources:
-            raise ConstrainedError(
-                f"$ref {ref!r} at {_where(pointer)} names a remote schema ({uri}), which is not supported: "
-                "include it under $defs and refer to it as '#/$defs/...'")
-        resource = self._resources[uri]
-        fragment = unquote(fragment)
-        if fragment and not fragment.startswith("/"):
-            target = self._anchors.get((uri, fragment))
-            if target is None:
-                raise ConstrainedError(f"$ref {ref!r} at {_where(pointer)} names an anchor {fragment!r} that no "
-                                       "schema defines")
-            return target, uri
-        target = self._follow(resource, fragment)
-        if target is None and resource:  # refs written from the document root despite an embedded id
-            target = self._follow("", fragment)
-        if target is None:
-            raise ConstrainedError(f"$ref {ref!r} at {_where(pointer)} does not resolve: no schema at "
-                                   f"{fragment or '/'} of {uri}")
-        return target, uri
-
-    def _follow(self, start: str, fragment: str):
-        """The pointer of ``fragment`` (a JSON pointer) from ``start``, or None."""
-        node, target = self._at(start), start
-        for token in fragment.split("/")[1:]:
-            token = token.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and token in node:
-                node = node[token]
-            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-                node = node[int(token)]
-            else:
-                return None
-            target += "/" + _escape(token)
-        return target
-
-    def _at(self, pointer: str):
-        node = self.document
-        for token in pointer.split("/")[1:]:
-            token = token.replace("~1", "/").replace("~0", "~")
-            node = node[int(token)] if isinstance(node, list) else node[token]
-        return node
-
     # Node ids.
 
-    def node_id(self, pointer: str, base: str) -> int:
-        """The id of the schema at ``pointer``; a schema that is only a ``$ref``
-        (with annotations) is the schema it refers to."""
+    def node_id(self, pointer: str, outer: tuple = ()) -> int:
+        """The id of the schema at ``pointer``, reached in the dynamic scope
+        ``outer``; a schema that is only a ``$ref`` (with annotations) is the
+        schema it refers to."""
         seen = []
+        scope = self.documents.enter(outer, pointer)
         while True:
-            if pointer in self._ids:
-                i = self._ids[pointer]
+            key = ("schema", pointer, scope)
+            if key in self._ids:
+                i = self._ids[key]
                 break
-            schema = self._at(pointer)
+            schema = self._schema_at(pointer)
             if schema is True or (isinstance(schema, dict) and not any(k in ENFORCED or k in REFUSED for k in schema)):
                 self._ignore_unknown(schema, pointer)
                 i = TRUE
@@ -338,23 +288,39 @@ class Schemas:
             if schema is False:
                 i = FALSE
                 break
-            if isinstance(schema, dict) and "$ref" in schema and not any(
-                    k in ENFORCED or k in REFUSED for k in schema if k != "$ref"):
-                if pointer in seen:
-                    raise ConstrainedError(f"$ref at {_where(pointer)} refers to itself in a cycle of references "
+            references = [k for k in REFERENCES if isinstance(schema, dict) and k in schema]
+            if len(references) == 1 and not any(
+                    k in ENFORCED or k in REFUSED for k in schema if k != references[0]):
+                if key in seen:
+                    raise ConstrainedError(f"$ref at {where(pointer)} refers to itself in a cycle of references "
                                            "that never reaches a schema")
-                seen.append(pointer)
+                seen.append(key)
                 self._ignore_unknown(schema, pointer)
-                pointer, base = self._resolve(schema["$ref"], pointer, self._base(schema, base))
+                target = self._target(schema, references[0], pointer, scope)
+                if target is None:
+                    i = TRUE
+                    break
+                pointer, scope = target, self.documents.enter(scope, target)
                 continue
             i = len(self.nodes)
             self.nodes.append(None)
-            self._todo[i] = (pointer, base)
+            self._todo[i] = (pointer, scope)
             break
-        for p in seen:
-            self._ids[p] = i
-        self._ids[pointer] = i
+        for k in seen:
+            self._ids[k] = i
+        self._ids[key] = i
         return i
+
+    def _target(self, schema: dict, key: str, pointer: str, scope: tuple):
+        """The location the reference ``key`` ($ref or $dynamicRef) of ``schema``
+        names in the dynamic ``scope``; None when lenient skips a $dynamicRef."""
+        if key == "$ref":
+            return self.documents.resolve(schema[key], pointer)
+        target = self.documents.resolve_dynamic(schema[key], pointer, scope)
+        if target is None:
+            self._refuse(key, pointer, "it is outside the keywords that hold schemas, so its dynamic scope is "
+                         "not known")
+        return target
 
     def synthetic(self, key, make) -> int:
         """The id of a node made by ``make()`` that is not in the document, one per key."""
@@ -382,12 +348,12 @@ class Schemas:
 
     # Normalisation.
 
-    def _normalise(self, pointer: str, base: str) -> Node:
-        schema = self._at(pointer)
+    def _normalise(self, pointer: str, scope: tuple) -> Node:
+        self._scope = scope
+        schema = self._schema_at(pointer)
         if not isinstance(schema, dict):
-            raise ConstrainedError(f"malformed schema at {_where(pointer)}: a schema is an object or a boolean, "
+            raise ConstrainedError(f"malformed schema at {where(pointer)}: a schema is an object or a boolean, "
                                    f"got {json_lib.dumps(schema)[:60]}")
-        base = self._base(schema, base)
         self._ignore_unknown(schema, pointer)
         for key in schema:
             if key in REFUSED:
@@ -395,41 +361,60 @@ class Schemas:
         types = self._types(schema, pointer)
         node = Node(pointer)
         node.scalar = self._scalar(schema, pointer, types, node)
-        node.obj = self._object(schema, pointer, base) if "object" in types else None
-        node.arr = self._array(schema, pointer, base) if "array" in types else None
-        self._combinators(schema, pointer, base, node)
+        node.obj = self._object(schema, pointer) if "object" in types else None
+        node.arr = self._array(schema, pointer) if "array" in types else None
+        self._combinators(schema, pointer, node)
         if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:
             from .json_unevaluated import restrict_unevaluated
-            restrict_unevaluated(self, schema, pointer, base, node)
+            restrict_unevaluated(self, schema, pointer, node)
         for key in ("enum", "const"):
             if key in schema:
                 self._restrict_to_values(node, schema, key, pointer)
         return node
 
+    def _unused_keywords(self, metaschema_uri) -> frozenset:
+        """The keywords of the vocabularies that the document's metaschema (when
+        it is one of ``documents``) leaves out of its ``$vocabulary``."""
+        metaschema = self.documents.named(metaschema_uri) if isinstance(metaschema_uri, str) else None
+        vocabularies = metaschema.get("$vocabulary") if isinstance(metaschema, dict) else None
+        if not isinstance(vocabularies, dict):
+            return frozenset()
+        for uri, required in vocabularies.items():
+            if required is True and uri not in VOCABULARY_KEYWORDS and uri not in OTHER_VOCABULARIES:
+                raise ConstrainedError(f"the metaschema {metaschema_uri} requires the vocabulary {uri}, which "
+                                       "json_schema does not know")
+        return frozenset().union(*(keys for uri, keys in VOCABULARY_KEYWORDS.items() if uri not in vocabularies))
+
+    def _schema_at(self, pointer: str):
+        """The schema at ``pointer`` without the keywords of unused vocabularies."""
+        schema = self.documents.at(pointer)
+        if not self.unused or not isinstance(schema, dict) or not self.unused & schema.keys():
+            return schema
+        for key in self.unused & schema.keys():
+            self.ignored.add(f"{key} at {where(pointer)} (its vocabulary is not in use)")
+        return {k: v for k, v in schema.items() if k not in self.unused}
+
     def _ignore_unknown(self, schema, pointer: str) -> None:
         if isinstance(schema, dict):
             for key in schema:
                 if key not in ENFORCED and key not in ANNOTATIONS and key not in REFUSED:
-                    self.ignored.add(f"{key} at {_where(pointer)}")
+                    self.ignored.add(f"{key} at {where(pointer)}")
 
     def _refuse(self, key: str, pointer: str, why: str) -> None:
         """A keyword that cannot be enforced: an error, or skipped when lenient."""
-        message = f"unsupported keyword {key!r} at {_where(pointer)}: {why}"
+        message = f"unsupported keyword {key!r} at {where(pointer)}: {why}"
         if not self.lenient:
             raise ConstrainedError(message + " (lenient=True skips it)")
         self.skipped.append(message)
 
-    def _child(self, schema: dict, key: str, pointer: str, base: str, *path) -> int:
-        value = schema[key]
-        for step in path:
-            value = value[step]
-        return self.node_id("/".join([pointer, _escape(key)] + [_escape(s) for s in path]), base)
+    def _child(self, schema: dict, key: str, pointer: str, *path) -> int:
+        return self.node_id("/".join([pointer, escape(key)] + [escape(s) for s in path]), self._scope)
 
     def _types(self, schema: dict, pointer: str) -> set:
         value = schema.get("type", list(TYPES))
         names = [value] if isinstance(value, str) else value
         if not isinstance(names, list) or not names or not all(isinstance(t, str) and t in TYPES for t in names):
-            raise ConstrainedError(f"malformed schema: 'type' at {_where(pointer)} must be one of {list(TYPES)} "
+            raise ConstrainedError(f"malformed schema: 'type' at {where(pointer)} must be one of {list(TYPES)} "
                                    f"or a non-empty list of them, got {json_lib.dumps(value)[:80]}")
         return set(names)
 
@@ -474,7 +459,7 @@ class Schemas:
             elif key in schema:
                 args[name] = self._number_value(schema, key, pointer)
         if "multiple_of" in args and args["multiple_of"] <= 0:
-            raise ConstrainedError(f"malformed schema: 'multipleOf' at {_where(pointer)} must be positive")
+            raise ConstrainedError(f"malformed schema: 'multipleOf' at {where(pointer)} must be positive")
         try:
             return _number_language(integer, integer and self.integers_without_fraction, **args)
         except ConstrainedError as e:
@@ -486,7 +471,7 @@ class Schemas:
         value = schema[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (
                 float("inf"), float("-inf")):
-            raise ConstrainedError(f"malformed schema: {key!r} at {_where(pointer)} must be a number, got {value!r}")
+            raise ConstrainedError(f"malformed schema: {key!r} at {where(pointer)} must be a number, got {value!r}")
         return value
 
     def _string(self, schema: dict, pointer: str):
@@ -497,16 +482,16 @@ class Schemas:
                 if isinstance(value, float) and value.is_integer():
                     value = int(value)
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise ConstrainedError(f"malformed schema: {key!r} at {_where(pointer)} must be a non-negative "
+                    raise ConstrainedError(f"malformed schema: {key!r} at {where(pointer)} must be a non-negative "
                                            f"integer, got {value!r}")
                 args[name] = value
         for key in ("pattern", "format"):
             if key in schema:
                 if not isinstance(schema[key], str):
-                    raise ConstrainedError(f"malformed schema: {key!r} at {_where(pointer)} must be a string")
+                    raise ConstrainedError(f"malformed schema: {key!r} at {where(pointer)} must be a string")
                 args[key] = schema[key]
         if args.get("format") not in (None,) + SPEC_FORMATS:  # a custom format only annotates
-            self.ignored.add(f"format {args.pop('format')!r} at {_where(pointer)}")
+            self.ignored.add(f"format {args.pop('format')!r} at {where(pointer)}")
         if set(args) <= {"min_length", "max_length"} and max(args.values(), default=0) > LONG_STRING:
             return args.get("min_length", 0), args.get("max_length")
         for key in ("format", "pattern"):  # each on its own first, to name what fails
@@ -527,7 +512,7 @@ class Schemas:
         arrays must equal one of the listed ones."""
         values = schema[key] if key == "enum" else [schema[key]]
         if not isinstance(values, list):
-            raise ConstrainedError(f"malformed schema: 'enum' at {_where(pointer)} must be a list")
+            raise ConstrainedError(f"malformed schema: 'enum' at {where(pointer)} must be a list")
         node.values += tuple(v for v in values if not isinstance(v, (dict, list)))
         strings = [v for v in values if isinstance(v, str)]
         if node.long_string is not None:  # the listed strings of fitting length, as a DFA like the rest
@@ -569,7 +554,7 @@ class Schemas:
 
     # Objects and arrays.
 
-    def _object(self, schema: dict, pointer: str, base: str):
+    def _object(self, schema: dict, pointer: str):
         keys = ("properties", "required", "additionalProperties", "patternProperties", "propertyNames",
                 "minProperties", "maxProperties")
         if not any(k in schema for k in keys):
@@ -577,45 +562,45 @@ class Schemas:
         properties = self._map(schema, "properties", pointer)
         required = schema.get("required", [])
         if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-            raise ConstrainedError(f"malformed schema: 'required' at {_where(pointer)} must be a list of strings")
+            raise ConstrainedError(f"malformed schema: 'required' at {where(pointer)} must be a list of strings")
         patterns = []
         for pattern in self._map(schema, "patternProperties", pointer):
             try:
                 key_language = _string_language(pattern=pattern)
             except ConstrainedError as e:
-                self._refuse("patternProperties", f"{pointer}/patternProperties/{_escape(pattern)}", str(e))
+                self._refuse("patternProperties", f"{pointer}/patternProperties/{escape(pattern)}", str(e))
                 continue
-            patterns.append((pattern, key_language, self._child(schema, "patternProperties", pointer, base, pattern)))
+            patterns.append((pattern, key_language, self._child(schema, "patternProperties", pointer, pattern)))
         return ObjectAtom(
-            properties=tuple((name, self._child(schema, "properties", pointer, base, name)) for name in properties),
+            properties=tuple((name, self._child(schema, "properties", pointer, name)) for name in properties),
             required=tuple(dict.fromkeys(required)),
             patterns=tuple(patterns),
-            additional=self._child(schema, "additionalProperties", pointer, base)
+            additional=self._child(schema, "additionalProperties", pointer)
             if "additionalProperties" in schema else TRUE,
             explicit_additional="additionalProperties" in schema,
-            names=self._child(schema, "propertyNames", pointer, base) if "propertyNames" in schema else TRUE,
+            names=self._child(schema, "propertyNames", pointer) if "propertyNames" in schema else TRUE,
             min_properties=self._count(schema, "minProperties", pointer) or 0,
             max_properties=self._count(schema, "maxProperties", pointer),
         )
 
-    def _array(self, schema: dict, pointer: str, base: str):
+    def _array(self, schema: dict, pointer: str):
         keys = ("items", "prefixItems", "minItems", "maxItems", "contains", "uniqueItems")
         if not any(k in schema for k in keys):
             return ANY
         items = schema.get("items")
         if isinstance(items, list):  # draft-04..2019-09: a tuple, then additionalItems
-            prefix = tuple(self._child(schema, "items", pointer, base, k) for k in range(len(items)))
-            rest = self._child(schema, "additionalItems", pointer, base) if "additionalItems" in schema else TRUE
+            prefix = tuple(self._child(schema, "items", pointer, k) for k in range(len(items)))
+            rest = self._child(schema, "additionalItems", pointer) if "additionalItems" in schema else TRUE
         else:
             prefix_items = schema.get("prefixItems", [])
             if not isinstance(prefix_items, list):
-                raise ConstrainedError(f"malformed schema: 'prefixItems' at {_where(pointer)} must be a list")
-            prefix = tuple(self._child(schema, "prefixItems", pointer, base, k) for k in range(len(prefix_items)))
-            rest = self._child(schema, "items", pointer, base) if "items" in schema else TRUE
-        contains = self._child(schema, "contains", pointer, base) if "contains" in schema else None
+                raise ConstrainedError(f"malformed schema: 'prefixItems' at {where(pointer)} must be a list")
+            prefix = tuple(self._child(schema, "prefixItems", pointer, k) for k in range(len(prefix_items)))
+            rest = self._child(schema, "items", pointer) if "items" in schema else TRUE
+        contains = self._child(schema, "contains", pointer) if "contains" in schema else None
         unique = schema.get("uniqueItems", False)
         if not isinstance(unique, bool):
-            raise ConstrainedError(f"malformed schema: 'uniqueItems' at {_where(pointer)} must be a boolean")
+            raise ConstrainedError(f"malformed schema: 'uniqueItems' at {where(pointer)} must be a boolean")
         min_contains = self._count(schema, "minContains", pointer)
         return ArrayAtom(
             prefix=prefix,
@@ -632,7 +617,7 @@ class Schemas:
     def _map(self, schema: dict, key: str, pointer: str) -> dict:
         value = schema.get(key, {})
         if not isinstance(value, dict):
-            raise ConstrainedError(f"malformed schema: {key!r} at {_where(pointer)} must be an object")
+            raise ConstrainedError(f"malformed schema: {key!r} at {where(pointer)} must be an object")
         return value
 
     def _count(self, schema: dict, key: str, pointer: str):
@@ -642,22 +627,21 @@ class Schemas:
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConstrainedError(f"malformed schema: {key!r} at {_where(pointer)} must be a non-negative integer, "
+            raise ConstrainedError(f"malformed schema: {key!r} at {where(pointer)} must be a non-negative integer, "
                                    f"got {value!r}")
         return value
 
     # Combinators.
 
-    def _combinators(self, schema: dict, pointer: str, base: str, node: Node) -> None:
-        all_of = []
-        if "$ref" in schema:
-            all_of.append(self.node_id(*self._resolve(schema["$ref"], pointer, base)))
+    def _combinators(self, schema: dict, pointer: str, node: Node) -> None:
+        targets = [self._target(schema, key, pointer, self._scope) for key in REFERENCES if key in schema]
+        all_of = [self.node_id(target, self._scope) for target in targets if target is not None]
         for key in ("allOf", "anyOf", "oneOf"):
             if key in schema:
                 group = schema[key]
                 if not isinstance(group, list) or not group:
-                    raise ConstrainedError(f"malformed schema: {key!r} at {_where(pointer)} must be a non-empty list")
-                ids = tuple(self._child(schema, key, pointer, base, k) for k in range(len(group)))
+                    raise ConstrainedError(f"malformed schema: {key!r} at {where(pointer)} must be a non-empty list")
+                ids = tuple(self._child(schema, key, pointer, k) for k in range(len(group)))
                 if key == "allOf":
                     all_of += ids
                 elif key == "anyOf":
@@ -665,22 +649,22 @@ class Schemas:
                 else:
                     node.one_of += (ids,)
         if "not" in schema:
-            node.not_ += (self._child(schema, "not", pointer, base),)
+            node.not_ += (self._child(schema, "not", pointer),)
         if "if" in schema and ("then" in schema or "else" in schema):
-            condition = self._child(schema, "if", pointer, base)
-            then = self._child(schema, "then", pointer, base) if "then" in schema else TRUE
-            otherwise = self._child(schema, "else", pointer, base) if "else" in schema else TRUE
+            condition = self._child(schema, "if", pointer)
+            then = self._child(schema, "then", pointer) if "then" in schema else TRUE
+            otherwise = self._child(schema, "else", pointer) if "else" in schema else TRUE
             node.any_of += ((self.conjunction([condition, then]),
                              self.conjunction([self.negation(condition, pointer + "/if"), otherwise])),)
-        self._dependencies(schema, pointer, base, node)
+        self._dependencies(schema, pointer, node)
         node.all_of = tuple(all_of)
 
-    def _dependencies(self, schema: dict, pointer: str, base: str, node: Node) -> None:
+    def _dependencies(self, schema: dict, pointer: str, node: Node) -> None:
         """dependentRequired / dependentSchemas (draft-04..07: dependencies): when
         the key is present, the object must also satisfy the other schema."""
         for key in ("dependentRequired", "dependentSchemas", "dependencies"):
             for name, value in self._map(schema, key, pointer).items():
-                where = f"{pointer}/{key}/{_escape(name)}"
+                where = f"{pointer}/{key}/{escape(name)}"
                 if isinstance(value, list):
                     if not all(isinstance(v, str) for v in value):
                         raise ConstrainedError(f"malformed schema: {key!r} at {where} must list property names")
@@ -688,7 +672,7 @@ class Schemas:
                 elif key == "dependentRequired":
                     raise ConstrainedError(f"malformed schema: {key!r} at {where} must be a list of names")
                 else:
-                    then = self._child(schema, key, pointer, base, name)
+                    then = self._child(schema, key, pointer, name)
                 absent = self.negation(self.has_keys((name,), where), where)
                 node.any_of += ((absent, then),)
 
@@ -697,22 +681,6 @@ class Schemas:
         if not names:
             return TRUE
         return self.synthetic(("has", names), lambda: Node(pointer, obj=ObjectAtom(required=names)))
-
-
-def _subschemas(schema: dict, pointer: str):
-    """(subschema, pointer) for every keyword whose value holds schemas."""
-    for key, value in schema.items():
-        here = f"{pointer}/{_escape(key)}"
-        if key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"):
-            if isinstance(value, dict):
-                for name, child in value.items():
-                    yield child, f"{here}/{_escape(name)}"
-        elif key in ("items", "prefixItems", "allOf", "anyOf", "oneOf") and isinstance(value, list):
-            for k, child in enumerate(value):
-                yield child, f"{here}/{k}"
-        elif key in ("items", "additionalItems", "additionalProperties", "contains", "propertyNames", "not", "if",
-                     "then", "else", "unevaluatedItems", "unevaluatedProperties"):
-            yield value, here
 
 
 def _or_languages(a, b):

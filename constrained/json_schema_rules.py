@@ -17,10 +17,12 @@ whose label in context C is L:
   recursive, one per product state and wanted label, so the parser only learns
   the label at the end, which LR parsing allows.
 
-The product state of an object is (position among the declared keys, which
-keyword sets already failed, members so far); declared keys come in one
-order (the sets' own, merged: _merged_order) and undeclared ones anywhere
-between them. An array's state is
+The product state of an object is (the declared keys done, which keyword
+sets already failed, members so far). Up to ANY_ORDER_KEYS declared keys come
+in any order, each at most once; more come in one order (the sets' own,
+merged: _merged_order; a key done skips those before it), so that the states
+stay linear in their number. Undeclared keys come anywhere between them. An
+array's state is
 (position, failed sets, ``contains`` matches per set, values seen per
 uniqueItems set). States that cannot lead to the wanted label are pruned;
 rules whose language is empty are removed at the end.
@@ -54,7 +56,8 @@ import numpy as np
 
 from . import dfa, json_numbers, json_strings
 from .errors import ConstrainedError
-from .json_schema import ANY, FALSE, TRUE, ArrayAtom, Schemas, _where, scalar_literal
+from .json_references import where
+from .json_schema import ANY, FALSE, TRUE, ArrayAtom, Schemas, scalar_literal
 
 MAX_ALTERNATIVES = 60_000  # grammar alternatives one schema may need
 MAX_SETS = 12  # object (array) keyword sets combined for one value
@@ -65,6 +68,7 @@ LONG_CHUNK = 16  # code points per lexeme of a long string (json_schema.LONG_STR
 _QUOTE = '"\\""'  # the lark literal for a double quote
 RUN_BASE = 8  # runs of counted items, each this many of the next shorter
 MAX_COUNT = 500  # positions counted one rule each (minProperties/maxProperties, items along with contains, ...)
+ANY_ORDER_KEYS = 4  # objects with at most this many declared keys take them in any order (2**n states)
 
 
 @lru_cache(maxsize=None)
@@ -245,7 +249,7 @@ class _Builder:
             return _nonempty(json_strings.string(min_length=low, max_length=high))
         except ConstrainedError as e:
             raise ConstrainedError(
-                f"minLength/maxLength at {_where(node.pointer)} cannot be enforced where the string also meets a "
+                f"minLength/maxLength at {where(node.pointer)} cannot be enforced where the string also meets a "
                 f"pattern, format, enum or property name: {e}") from None
 
     def scalar_region(self, context, label, nonstring: bool = False):
@@ -374,7 +378,7 @@ class _Builder:
 
     def _cycle(self, i: int):
         raise ConstrainedError(
-            f"the schema at {_where(self.schemas.node(i).pointer)} refers to itself for the same value "
+            f"the schema at {where(self.schemas.node(i).pointer)} refers to itself for the same value "
             "(through $ref, allOf, anyOf, oneOf or not) without descending into a property or an item, "
             "so no value can be checked against it")
 
@@ -428,7 +432,7 @@ class _Builder:
         if len(ids) > MAX_CHILDREN:
             raise ConstrainedError(
                 f"the schema is too complex to compile: {len(ids)} schemas apply to one property or item at once "
-                f"(at {_where(self.schemas.node(ids[0]).pointer)})")
+                f"(at {where(self.schemas.node(ids[0]).pointer)})")
         return ids
 
     def _labels(self, ids):
@@ -452,8 +456,9 @@ class _Builder:
                 nodes, [self.scalar(i, nonstring) for i in nodes], _universe()[2] if nonstring else None)
         return hit
 
-    # Objects: "{" then members, each with a declared key (in order, or skipped) or
-    # an undeclared one, then "}". Rules per (product state, wanted label).
+    # Objects: "{" then members, each with a declared key (one not done yet; in
+    # schema order past ANY_ORDER_KEYS) or an undeclared one, then "}". Rules per
+    # (product state, wanted label).
 
     def object_start(self, context, label):
         product = self._product(context, "object")
@@ -473,35 +478,39 @@ class _Builder:
 
     def _members(self, product, label, state) -> list:
         """The alternatives for the next member: an undeclared key, or a declared
-        one at or after the state's position."""
+        one not done yet (in schema order: at or after the first not done)."""
         alternatives = []
         for cell in product.cells:
             if not self.strict or cell.allowed_strict:
                 alternatives += self._member(product, label, state, cell.language, cell.requirements, state[0])
+        if product.any_order:
+            for position in range(len(product.keys)):
+                if not state[0] >> position & 1:
+                    alternatives += self._declared_member(product, label, state, position, state[0] | 1 << position)
+            return alternatives
         declared = self._declared(product, label, state)
         return alternatives + ([(declared,)] if declared is not None else [])
 
     def _declared(self, product, label, state):
-        """The rule for a member with the declared key at the state's position, or
-        a later one (the keys in between left out), or None."""
-        position, failed, count = state
+        """The rule for a member with the first declared key not done, or a later
+        one (the keys in between left out), or None. Keys done are a prefix."""
+        done, failed, count = state
+        position = done.bit_length()
         if position >= len(product.keys):
             return None
 
         def build():
-            after = (position + 1, failed | product.requires[position], count)
+            after = (done | 1 << position, failed | product.requires[position], count)
             skip = self._declared(product, label, after) if product.can_reach(after[1], label) else None
-            return self._declared_member(product, label, state) + ([(skip,)] if skip is not None else [])
+            return (self._declared_member(product, label, state, position, after[0])
+                    + ([(skip,)] if skip is not None else []))
         return self._rule(("odeclared", product.context, label, state), "member", build)
 
-    def _declared_member(self, product, label, state) -> list:
-        position = state[0]
-        if position >= len(product.keys):
-            return []
+    def _declared_member(self, product, label, state, position: int, done: int) -> list:
         return self._member(product, label, state, product.key_languages[position],
-                            product.key_requirements[position], position + 1)
+                            product.key_requirements[position], done)
 
-    def _member(self, product, label, state, key_language, requirements, next_position) -> list:
+    def _member(self, product, label, state, key_language, requirements, done: int) -> list:
         """Alternatives ``key ":" value later`` for each label of the member's value."""
         _, failed, count = state
         alive = [(k, r) for k, r in enumerate(requirements) if not failed >> k & 1]
@@ -512,7 +521,7 @@ class _Builder:
         for child_label in self._labels(ids):
             new_failed = failed | too_many | _unmet(alive, child_label)
             if product.can_reach(new_failed, label):
-                after = (next_position, new_failed, min(count + 1, product.count_cap))
+                after = (done, new_failed, min(count + 1, product.count_cap))
                 alternatives.append((key, '":"', self.value(frozenset(ids), child_label),
                                      self._object_later(product, label, after)))
         return alternatives
@@ -573,7 +582,7 @@ class _Builder:
         if position >= MAX_COUNT:
             k = max(range(len(product.sets)), key=lambda k: product.item_count(k))
             raise ConstrainedError(
-                f"the array at {_where(self.schemas.node(product.set_nodes[k]).pointer)} would need a grammar rule "
+                f"the array at {where(self.schemas.node(product.set_nodes[k]).pointer)} would need a grammar rule "
                 f"per item beyond {MAX_COUNT} items: "
                 "items are counted without one only once every further item must meet one schema and nothing else "
                 "tells them apart (prefixItems, contains, array schemas combined by anyOf, oneOf, not). "
@@ -827,7 +836,7 @@ class _Product:
         if len(self.sets) > MAX_SETS:
             raise ConstrainedError(
                 f"the schema is too complex to compile: {len(self.sets)} {self.kind} schemas combine at "
-                f"{_where(schemas.node(self.set_nodes[0]).pointer)} (allOf, anyOf, oneOf, not, if/then/else)")
+                f"{where(schemas.node(self.set_nodes[0]).pointer)} (allOf, anyOf, oneOf, not, if/then/else)")
         self._labels: dict = {}
         self._reachable: dict = {}
         self._prepared = None
@@ -867,7 +876,7 @@ class _Product:
 
 
 class _ObjectProduct(_Product):
-    """State: (position among the declared keys, failed sets, members so far)."""
+    """State: (the declared keys done, as bits; failed sets; members so far)."""
 
     kind = "object"
 
@@ -879,15 +888,14 @@ class _ObjectProduct(_Product):
             [list(dict.fromkeys([p[0] for p in atom.properties] + list(atom.required)))
              for _, atom in sorted(zip(self.set_nodes, self.sets), key=lambda pair: rank[pair[0]])])
         self.key_languages = [scalar_literal(k) for k in keys]
+        self.any_order = len(keys) <= ANY_ORDER_KEYS
         self.requires = [sum(1 << k for k, atom in enumerate(self.sets) if name in atom.required) for name in keys]
-        self.requires_from = [0] * (len(keys) + 1)
-        for position in range(len(keys) - 1, -1, -1):
-            self.requires_from[position] = self.requires_from[position + 1] | self.requires[position]
+        self.required_keys = [sum(1 << j for j, name in enumerate(keys) if name in atom.required) for atom in self.sets]
         self.count_cap = max((max(a.min_properties, a.max_properties + 1 if a.max_properties is not None else 0)
                               for a in self.sets), default=0)
         if self.count_cap > MAX_COUNT:
             raise ConstrainedError(f"minProperties/maxProperties of {self.count_cap - 1} at "
-                                   f"{_where(builder.schemas.node(self.set_nodes[0]).pointer)} are too large to "
+                                   f"{where(builder.schemas.node(self.set_nodes[0]).pointer)} are too large to "
                                    f"enforce exactly (at most {MAX_COUNT})")
         strings = _universe()[1]
         # None: any name; an empty language (propertyNames: false) allows none.
@@ -946,8 +954,8 @@ class _ObjectProduct(_Product):
         return sum(1 << k for k, a in enumerate(self.sets) if a.max_properties is not None and count > a.max_properties)
 
     def complete(self, k: int, state) -> bool:
-        position, _, count = state
-        return not self.requires_from[position] >> k & 1 and count >= self.sets[k].min_properties
+        done, _, count = state
+        return not self.required_keys[k] & ~done and count >= self.sets[k].min_properties
 
 
 class _Cell:
@@ -974,12 +982,12 @@ class _ArrayProduct(_Product):
     def _prepare(self):
         self.values = [self._distinct_values(a) for a in self.sets]
         self.count_cap = max((self.item_count(k) for k in range(len(self.sets))), default=0)
-        where = _where(self.builder.schemas.node(self.set_nodes[0]).pointer) if self.sets else ""
+        at = where(self.builder.schemas.node(self.set_nodes[0]).pointer) if self.sets else ""
         self.contains_caps = [
             max(a.min_contains, a.max_contains + 1 if a.max_contains is not None else 0) if a.contains is not None
             else 0 for a in self.sets]
         if max(self.contains_caps, default=0) > MAX_COUNT:
-            raise ConstrainedError(f"minContains/maxContains at {where} are too large to enforce exactly "
+            raise ConstrainedError(f"minContains/maxContains at {at} are too large to enforce exactly "
                                    f"(at most {MAX_COUNT})")
         return (0, 0, tuple(0 for _ in self.sets), tuple(0 for _ in self.sets))
 

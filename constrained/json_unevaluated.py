@@ -27,7 +27,8 @@ from itertools import combinations
 
 from . import dfa, json_strings
 from .errors import ConstrainedError
-from .json_schema import FALSE, TRUE, ArrayAtom, Node, ObjectAtom, _escape, _string_language
+from .json_references import escape
+from .json_schema import FALSE, TRUE, ArrayAtom, Node, ObjectAtom, _string_language
 
 MAX_REGIONS = 12  # regions of members one keyword tells apart (each an object or array atom)
 MAX_CONTAINS = 3  # conditional contains terms (all their subsets are cases)
@@ -51,25 +52,25 @@ class Evaluated:
                          tuple(dict.fromkeys(self.contains + other.contains)), self.every or other.every)
 
 
-def restrict_unevaluated(schemas, schema: dict, pointer: str, base: str, node: Node) -> None:
+def restrict_unevaluated(schemas, schema: dict, pointer: str, node: Node) -> None:
     """Add to ``node`` what the schema's unevaluatedProperties / unevaluatedItems ask."""
     for key, kind in (("unevaluatedProperties", "object"), ("unevaluatedItems", "array")):
         if key not in schema:
             continue
-        rest = schemas._child(schema, key, pointer, base)
+        rest = schemas._child(schema, key, pointer)
         if rest == TRUE:
             continue
         try:
-            terms = _terms(schemas, schema, pointer, base, kind, (), {})
+            terms = _terms(schemas, schema, pointer, kind, (), {})
             make = _object_regions if kind == "object" else _array_regions
             node.any_of += make(schemas, terms, rest, f"{pointer}/{key}")
         except ConstrainedError as e:
             schemas._refuse(key, pointer, str(e))
 
 
-def _terms(schemas, schema: dict, pointer: str, base: str, kind: str, path: tuple, memo: dict) -> dict:
-    """{conditions (node ids): Evaluated} for ``schema`` (``base``: its own base
-    URI) and the subschemas it applies in place; ``memo``: the answers for other pointers."""
+def _terms(schemas, schema: dict, pointer: str, kind: str, path: tuple, memo: dict) -> dict:
+    """{conditions (node ids): Evaluated} for ``schema`` and the subschemas it
+    applies in place; ``memo``: the answers for other pointers."""
     if pointer in path:
         raise ConstrainedError(f"the subschemas applied in place refer back to {pointer or '#'} in a cycle")
     if pointer in memo:
@@ -78,39 +79,37 @@ def _terms(schemas, schema: dict, pointer: str, base: str, kind: str, path: tupl
         if key in schema:
             raise ConstrainedError(f"what it evaluates depends on {key} at {pointer or 'the schema root'}, "
                                    "a dynamic reference, which is not supported")
-    terms = {frozenset(): _own(schemas, schema, pointer, base, kind, top=not path)}
+    terms = {frozenset(): _own(schemas, schema, pointer, kind, top=not path)}
 
-    def add(child_pointer: str, child_base: str, condition=TRUE):
-        child = schemas._at(child_pointer)
+    def add(child_pointer: str, condition=TRUE):
+        child = schemas._schema_at(child_pointer)
         if isinstance(child, dict):
-            for c, evaluated in _terms(schemas, child, child_pointer, schemas._base(child, child_base), kind,
-                                       path + (pointer,), memo).items():
+            for c, evaluated in _terms(schemas, child, child_pointer, kind, path + (pointer,), memo).items():
                 c = c | {condition} - {TRUE}
                 terms[c] = terms[c] | evaluated if c in terms else evaluated
 
     if "$ref" in schema:
-        add(*schemas._resolve(schema["$ref"], pointer, base))
+        add(schemas.documents.resolve(schema["$ref"], pointer))
     for key in ("allOf", "anyOf", "oneOf"):
         for k in range(len(schema.get(key, ()))):
-            add(f"{pointer}/{key}/{k}", base,
-                TRUE if key == "allOf" else schemas._child(schema, key, pointer, base, k))
+            add(f"{pointer}/{key}/{k}", TRUE if key == "allOf" else schemas._child(schema, key, pointer, k))
     if "if" in schema:
-        holds = schemas._child(schema, "if", pointer, base)
-        add(f"{pointer}/if", base, holds)
+        holds = schemas._child(schema, "if", pointer)
+        add(f"{pointer}/if", holds)
         if "then" in schema:
-            add(f"{pointer}/then", base, holds)
+            add(f"{pointer}/then", holds)
         if "else" in schema:
-            add(f"{pointer}/else", base, schemas.negation(holds, f"{pointer}/if"))
+            add(f"{pointer}/else", schemas.negation(holds, f"{pointer}/if"))
     for key in ("dependentSchemas", "dependencies") if kind == "object" else ():  # they only apply to objects
         for name, value in schemas._map(schema, key, pointer).items():
             if isinstance(value, (dict, bool)):
-                here = f"{pointer}/{key}/{_escape(name)}"
-                add(here, base, schemas.has_keys((name,), here))
+                here = f"{pointer}/{key}/{escape(name)}"
+                add(here, schemas.has_keys((name,), here))
     memo[pointer] = terms
     return terms
 
 
-def _own(schemas, schema: dict, pointer: str, base: str, kind: str, top: bool) -> Evaluated:
+def _own(schemas, schema: dict, pointer: str, kind: str, top: bool) -> Evaluated:
     """What ``schema``'s own keywords evaluate (a nested unevaluated* evaluates everything)."""
     if kind == "object":
         return Evaluated(names=tuple(schemas._map(schema, "properties", pointer)),
@@ -122,7 +121,7 @@ def _own(schemas, schema: dict, pointer: str, base: str, kind: str, top: bool) -
     else:
         prefix_items = schema.get("prefixItems", [])
         prefix, every = len(prefix_items) if isinstance(prefix_items, list) else 0, "items" in schema
-    contains = (schemas._child(schema, "contains", pointer, base),) if "contains" in schema else ()
+    contains = (schemas._child(schema, "contains", pointer),) if "contains" in schema else ()
     return Evaluated(prefix=prefix, contains=tuple(c for c in contains if c != FALSE),
                      every=every or TRUE in contains or not top and "unevaluatedItems" in schema)
 

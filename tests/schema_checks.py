@@ -4,6 +4,8 @@ each token, as the MaskBench harness does."""
 
 import itertools
 import json
+import math
+import re
 
 from constrained import ConstrainedError
 from constrained.json_schema import json_schema
@@ -25,15 +27,15 @@ def accepts(matcher, tokens) -> bool:
     return matcher.is_accepting()
 
 
-def check(tokenizer, schema, tests, orders=0) -> tuple[str | None, list[dict], list[dict]]:
+def check(tokenizer, schema, tests, orders=0, documents=None) -> tuple[str | None, list[dict], list[dict]]:
     """(the compile error's message, or None when ``schema`` compiled; the invalid
     tests accepted; the valid ones rejected) for ``tests``, a list of
     {"description", "data", "valid"}. With ``orders``, a rejected test gets
     "in_another_order": whether the instance is taken with its objects' members
     in one of that many other orders (json_schema writes declared properties in
-    schema order)."""
+    schema order). ``documents`` go to json_schema."""
     try:
-        compiled = json_schema(schema)
+        compiled = json_schema(schema, documents=documents)
         compiled.matcher(tokenizer)  # the token index may refuse too
     except ConstrainedError as e:
         return str(e), [], []
@@ -73,3 +75,17 @@ def member_orders(value, width=6):
 
 def show(tests) -> list[str]:
     return [f"{test['description']}: {json.dumps(test['data'])[:300]}" for test in tests]
+
+
+def exact_float(text: str):
+    """A JSON number with a fraction or exponent, read so that jsonschema judges
+    its value: Python's float reads 1e400 as inf, which is no integer, and 1e-400
+    as 0; outside float's range this returns a number of the same sign beyond
+    every bound a schema writes as a float (an integer, as every number of that
+    size written with a short mantissa is)."""
+    value = float(text)
+    if math.isinf(value):
+        return 10**400 if value > 0 else -10**400
+    if value == 0 and any(digit in "123456789" for digit in re.split("[eE]", text)[0]):
+        return math.copysign(5e-324, value)
+    return value

@@ -116,6 +116,31 @@ CASES = [
     ("$id relative", {"$id": "https://example.com/root.json",
                       "$defs": {"x": {"$id": "item.json", "type": "boolean"}}, "items": {"$ref": "item.json"}},
      [[True]], [[1]]),
+    ("$id next to $ref is its base", {"$id": "https://example.com/a/root.json", "$ref": "b/foo.json", "$defs": {
+        "foo": {"$id": "b/foo.json", "$ref": "./bar.json"}, "bar": {"$id": "b/bar.json", "type": "number"}}},
+     [5], ["a"]),
+    ("URN base URI", {"$id": "urn:uuid:deadbeef-1234-ffff-ffff-4321feebdaed", "properties": {"a": {"$ref": "#/$defs/s"}},
+                      "$defs": {"s": {"type": "string"}}}, [{"a": "x"}], [{"a": 1}]),
+    ("$anchor in an embedded resource", {"$id": "https://example.com/root.json", "items": {"$ref": "inner.json#pos"},
+                                         "$defs": {"r": {"$id": "inner.json", "$defs": {
+                                             "p": {"$anchor": "pos", "minimum": 1}}}}},
+     [[1, 2]], [[0]]),
+    ("$dynamicRef as $ref", {"$id": "https://example.com/tree", "$dynamicAnchor": "node", "type": "object",
+                             "properties": {"kids": {"type": "array", "items": {"$dynamicRef": "#node"}}}},
+     [{"kids": [{"kids": []}]}], [{"kids": [1]}]),
+    ("$dynamicRef to the root's $dynamicAnchor", {
+        "$id": "https://example.com/strings", "$ref": "list", "$defs": {
+            "items": {"$dynamicAnchor": "items", "type": "string"},
+            "list": {"$id": "list", "type": "array", "items": {"$dynamicRef": "#items"},
+                     "$defs": {"items": {"$dynamicAnchor": "items"}}}}},
+     [["a"], []], [[1], "a"]),
+    ("$dynamicRef by dynamic scope", {
+        "$id": "https://example.com/root", "properties": {"strings": {"$ref": "strings"}, "any": {"$ref": "list"}},
+        "$defs": {"strings": {"$id": "strings", "$ref": "list",
+                              "$defs": {"i": {"$dynamicAnchor": "i", "type": "string"}}},
+                  "list": {"$id": "list", "type": "array", "items": {"$dynamicRef": "#i"},
+                           "$defs": {"i": {"$dynamicAnchor": "i"}}}}},
+     [{"strings": ["a"], "any": [1, "b"]}], [{"strings": [1]}, {"any": 1}]),
     ("recursion", {"$defs": {"node": {"type": "object", "properties": {"value": {"type": "integer"},
                                                                         "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
                                       "required": ["value"], "additionalProperties": False}},
@@ -199,11 +224,26 @@ def test_whitespace_is_bounded():
     assert not grammar.matches('{"a":' + " " * 100 + "[]}")
 
 
-def test_declared_properties_come_in_schema_order():
-    grammar = compiled({"properties": {"a": {}, "b": {}}})
-    assert accepts(grammar, {"a": 1, "b": 2})
-    assert not accepts(grammar, {"b": 2, "a": 1})
-    assert accepts(grammar, {"x": 0, "a": 1, "y": 2, "b": 3, "z": 4})  # undeclared ones go anywhere
+def test_few_declared_properties_come_in_any_order():
+    grammar = compiled({"properties": {"a": {"type": "integer"}, "b": {}}, "required": ["c", "d"]})
+    for value in [{"c": 0, "d": 0, "a": 1, "b": 2}, {"b": 2, "d": 0, "a": 1, "c": 0}, {"d": 0, "x": 1, "c": 0}]:
+        assert accepts(grammar, value), value
+    for value in [{"b": 2, "a": "1", "c": 0, "d": 0}, {"d": 0, "b": 1}]:
+        assert not accepts(grammar, value), value
+    assert not grammar.matches('{"c": 0, "d": 0, "c": 1}')  # each declared key at most once
+    # Declared keys from several schemas (allOf, dependentRequired) are declared keys alike.
+    combined = compiled({"allOf": [{"required": ["a"]}, {"properties": {"b": {"const": 1}}}],
+                         "dependentRequired": {"b": ["c"]}})
+    assert accepts(combined, {"c": 0, "b": 1, "a": 0}) and accepts(combined, {"a": 0, "b": 1, "c": 0})
+    assert not accepts(combined, {"b": 1, "a": 0}) and not accepts(combined, {"c": 0, "b": 2, "a": 0})
+
+
+def test_many_declared_properties_come_in_schema_order():
+    grammar = compiled({"properties": {k: {} for k in "abcde"}, "required": ["e"]})
+    assert accepts(grammar, {"a": 1, "b": 2, "e": 5})
+    assert not accepts(grammar, {"b": 2, "a": 1, "e": 5})
+    assert not accepts(grammar, {"a": 1, "b": 2})
+    assert accepts(grammar, {"x": 0, "a": 1, "y": 2, "b": 3, "e": 4, "z": 4})  # undeclared ones go anywhere
 
 
 def test_combined_schemas_keep_each_ones_property_order():
@@ -241,6 +281,60 @@ def test_long_strings_keep_escaped_quotes():
         assert valid(schema, value) and accepts(grammar, value)
     for value in ['"' * 101, 'x"y' * 34]:
         assert not valid(schema, value) and not accepts(grammar, value)
+
+
+ADDRESS = "https://example.com/schemas/address.json"
+DOCUMENTS = {
+    ADDRESS: {"type": "object", "properties": {"city": {"$ref": "strings.json#/$defs/name"},
+                                               "zip": {"$ref": "strings.json#zip"}}, "required": ["city"]},
+    "https://example.com/schemas/strings.json": {"$defs": {"name": {"type": "string", "minLength": 1},
+                                                           "zip": {"$anchor": "zip", "pattern": "^[0-9]{5}$"}}},
+    "https://example.com/moved.json": {"$id": "https://example.com/real/id.json", "$ref": "#/$defs/n",
+                                       "$defs": {"n": {"type": "integer"}}},
+}
+
+
+def test_refs_to_other_documents():
+    grammar = json_schema({"properties": {"home": {"$ref": ADDRESS}, "n": {"$ref": "https://example.com/moved.json"}}},
+                          documents=DOCUMENTS)
+    for value in [{"home": {"city": "A", "zip": "12345"}}, {"home": {"city": "A"}, "n": 3}]:
+        assert accepts(grammar, value), value
+    for value in [{"home": {"city": ""}}, {"home": {"city": "A", "zip": "1234"}}, {"home": {}}, {"n": "3"}]:
+        assert not accepts(grammar, value), value
+    # A schema whose own $id places it among the documents refers to them relatively.
+    relative = json_schema({"$id": "https://example.com/schemas/person.json", "properties": {"home": {
+        "$ref": "address.json"}}}, documents=DOCUMENTS)
+    assert accepts(relative, {"home": {"city": "A"}}) and not accepts(relative, {"home": {"city": 1}})
+
+
+def test_metaschema_vocabularies_decide_which_keywords_apply():
+    meta = "https://example.com/meta/no-validation"
+    documents = {meta: {"$vocabulary": {"https://json-schema.org/draft/2020-12/vocab/core": True,
+                                        "https://json-schema.org/draft/2020-12/vocab/applicator": True}}}
+    grammar = json_schema({"$schema": meta, "properties": {"no": False, "n": {"minimum": 10}}}, documents=documents)
+    assert accepts(grammar, {"n": 1}) and not accepts(grammar, {"no": 1})
+    assert "minimum at /properties/n (its vocabulary is not in use)" in grammar.ignored_keywords
+    documents[meta]["$vocabulary"]["https://example.com/vocab/mine"] = True
+    with pytest.raises(ConstrainedError, match="requires the vocabulary https://example.com/vocab/mine"):
+        json_schema({"$schema": meta}, documents=documents)
+
+
+@pytest.mark.parametrize("schema, documents, message", [
+    ({"properties": {"a": {"$ref": "https://example.com/other.json#/$defs/x"}}}, DOCUMENTS,
+     "$ref 'https://example.com/other.json#/$defs/x' at /properties/a names the remote schema "
+     "https://example.com/other.json"),
+    ({"$ref": ADDRESS + "#/$defs/missing"}, DOCUMENTS, "no schema at /$defs/missing of " + ADDRESS),
+    ({"$ref": "https://example.com/moved.json#/$defs/m"}, DOCUMENTS,
+     "no schema at /$defs/m of https://example.com/moved.json"),
+    ({"$ref": ADDRESS}, {ADDRESS: {"properties": {"city": {"type": "strin"}}}}, f"'type' at {ADDRESS}#/properties/city"),
+    ({"$ref": "https://json-schema.org/draft/2020-12/schema"}, None, "metaschema"),
+    ({}, {"address.json": {}}, "not an absolute URI"),
+    ({}, {ADDRESS: [1]}, "not a schema"),
+])
+def test_bad_references_are_refused(schema, documents, message):
+    with pytest.raises(ConstrainedError) as error:
+        json_schema(schema, documents=documents)
+    assert message in str(error.value)
 
 
 def test_json_mode_accepts_any_value():

@@ -24,6 +24,7 @@ from jsonschema import Draft202012Validator
 import constrained
 from constrained import ConstrainedError
 from constrained.json_schema import json_schema
+from schema_checks import exact_float
 
 NAMES = ["id", "name", "tags", "price", "a", "b", "x-y", "é", "a b"]
 CHARACTERS = st.characters(codec="utf-8")  # no lone surrogates: json_strings leaves them out, on purpose
@@ -349,20 +350,6 @@ def property_names(schema) -> set:
     if isinstance(schema.get("required"), list):
         names |= set(schema["required"])
     return names.union(*map(property_names, schema.values()))
-
-
-def exact_float(text: str):
-    """A JSON number with a fraction or exponent, read so that jsonschema judges
-    its value: Python's float reads 1e400 as inf, which is no integer, and 1e-400
-    as 0; outside float's range this returns a number of the same sign beyond
-    every bound the strategies draw (an integer, as every number of that size
-    written with a short mantissa is)."""
-    value = float(text)
-    if math.isinf(value):
-        return 10**400 if value > 0 else -10**400
-    if value == 0 and any(digit in "123456789" for digit in re.split("[eE]", text)[0]):
-        return math.copysign(5e-324, value)
-    return value
 
 
 def walk(matcher, vocab, kinds, closing, rng) -> bytes | None:
