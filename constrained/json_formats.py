@@ -17,7 +17,8 @@ regex stays inside both, except for leap seconds (below):
   (no general address literals, no length limits). The checker only looks for
   an "@".
 - hostname (RFC 1123): labels of letters, digits and inner hyphens, at most 63
-  characters each. The 253-character total cannot be counted cheaply alongside
+  characters each, none with "--" as its third and fourth characters (RFC 5891
+  reserves those; Punycode A-labels, "xn--...", are not checked, so refused). The 253-character total cannot be counted cheaply alongside
   the label lengths, so at most 4 labels are accepted, the fourth at most 61
   characters long: never more than 253 in all. No trailing dot.
 - ipv4: dotted quad, 0-255, no leading zeros. ipv6: every RFC 4291 text form
@@ -85,8 +86,11 @@ def _ipv6() -> str:
 
 IPV6 = _ipv6()
 
-_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_LAST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,59}[A-Za-z0-9])?"
+# No "--" as a label's third and fourth characters: RFC 5891 reserves those labels (A-labels,
+# "xn--...", are Punycode, whose validity an automaton cannot check), so none is accepted.
+_X, _H = "[A-Za-z0-9]", "[A-Za-z0-9-]"
+_LABEL = rf"{_X}(?:{_X}|{_H}{_X}|{_H}{_H}{_X}|{_H}(?:{_X}{_H}|-{_X}){_H}{{0,58}}{_X})?"
+_LAST_LABEL = rf"{_X}(?:{_X}|{_H}{_X}|{_H}{_H}{_X}|{_H}(?:{_X}{_H}|-{_X}){_H}{{0,56}}{_X})?"
 HOSTNAME = rf"{_LABEL}(?:\.{_LABEL}(?:\.{_LABEL}(?:\.{_LAST_LABEL})?)?)?"
 
 # RFC 5321 Mailbox

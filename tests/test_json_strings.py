@@ -193,7 +193,7 @@ FORMAT_CASES = {
                  ["P", "PT", "P1W2D", "P1D2Y", "PT1H2S", "1Y", "P1.5Y", "P1YT"]),
     "email": (["joe@example.com", "a.b+c@x.io", '"joe bloggs"@example.com', "te~st@[127.0.0.1]", "x@[IPv6:::1]", "a@b"],
               ["plain", "a..b@example.com", ".a@example.com", "a.@example.com", "a@-example.com", "a@example-.com", "@x"]),
-    "hostname": (["example.com", "a", "xn--bcher-kva.example", "a-b.c-d.e", "1.2.3.4", "a" * 63 + ".com"],
+    "hostname": (["example.com", "a", "a-b.c-d.e", "1.2.3.4", "a" * 63 + ".com"],
                  ["-a.com", "a-.com", "a..b", "a_b.com", "a" * 64, "a.b.c.d.e", "example.com.", ""]),
     "ipv4": (["0.0.0.0", "255.255.255.255", "192.168.1.10", "10.0.0.1"],
              ["256.0.0.1", "01.2.3.4", "1.2.3", "1.2.3.4.5", "1.2.3.-4", " 1.2.3.4"]),
@@ -252,7 +252,8 @@ GENERATED = {
     "ipv4": st.ip_addresses(v=4).map(str),
     "ipv6": st.ip_addresses(v=6).flatmap(lambda a: st.sampled_from([str(a), a.exploded, a.exploded.upper()])),
     "uuid": st.uuids().flatmap(lambda u: st.sampled_from([str(u), str(u).upper()])),
-    "hostname": domains(max_length=120, max_element_length=40).filter(lambda d: d.count(".") < 4),
+    "hostname": domains(max_length=120, max_element_length=40).filter(  # A-labels ("xn--...") are refused
+        lambda d: d.count(".") < 4 and not any(label[2:4] == "--" for label in d.split("."))),
     "uri": urls(),
     "uri-reference": urls().map(lambda u: u.split(":", 1)[1]),
     "email": st.tuples(st.text(ascii_strings.ascii_letters + "0123456789!#$%&'*+/=?^_`{|}~-", min_size=1, max_size=8),
@@ -295,6 +296,16 @@ def test_literals_are_the_language_of_their_regex(values, escapes):
     reference = _quoted(from_regex(alternatives, _encoding(escapes)))
     assert is_empty(difference(built, reference)) and is_empty(difference(reference, built))
     assert built.n_states == reference.n_states
+
+
+def test_hostnames_with_reserved_hyphens_are_refused():
+    """RFC 5891: "--" as a label's 3rd and 4th characters marks an A-label, whose
+    Punycode an automaton cannot check (the suite's invalid "xn--X")."""
+    dfa = string(format="hostname")
+    for name in ["xn--X", "XN--aa---o47jg78q", "ab--c.example", "example.xn--9t4b11yi5a"]:
+        assert not dfa.matches(json.dumps(name).encode()), name
+    for name in ["a--b.com", "abc--d", "ab-c.example", "a" * 63]:
+        assert dfa.matches(json.dumps(name).encode()), name
 
 
 def test_long_strings_and_their_limit():
