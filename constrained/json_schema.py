@@ -52,9 +52,9 @@ exponent, so ``1.0`` is not one):
   key; ``strict_properties=True`` forbids undeclared keys where a schema
   declares properties and does not ask for others explicitly.
 * Output order: declared properties (``properties``, then ``required`` names
-  not among them, of every schema that applies to an object) come in any
-  order when there are at most json_schema_rules.ANY_ORDER_KEYS of them, else
-  in one order: each schema's own, and where schemas combine (allOf, anyOf,
+  not among them, of every schema that applies to an object) come in one
+  order (with ``property_order="any"``, in any order when there are at most
+  json_schema_rules.ANY_ORDER_KEYS of them): each schema's own, and where schemas combine (allOf, anyOf,
   oneOf, if/then/else, ...) their orders merged into one that keeps each
   schema's own where they agree, a schema's properties before those of the
   schemas it combines. Undeclared ones may come anywhere between them. Array
@@ -179,7 +179,7 @@ TRUE, FALSE = 0, 1
 
 
 def json_schema(schema, *, documents: dict | None = None, strict_properties: bool = False,
-                lenient: bool = False, max_ignored: int = MAX_IGNORED) -> Grammar:
+                property_order: str = "schema", lenient: bool = False, max_ignored: int = MAX_IGNORED) -> Grammar:
     """Output that is a JSON value valid under ``schema``: a dict (or bool), JSON
     text, the path of a JSON file, or a pydantic model class.
 
@@ -187,7 +187,10 @@ def json_schema(schema, *, documents: dict | None = None, strict_properties: boo
     ``$ref``s may name (``{"https://example.com/address.json": {...}}``); json_schema
     never fetches anything, so a ``$ref`` to any other URI is an error naming it.
     ``strict_properties`` forbids properties a schema does not declare (unless
-    it allows them explicitly); ``lenient`` skips keywords that cannot be
+    it allows them explicitly); ``property_order="any"`` lets an object's
+    declared properties come in any order when there are at most
+    json_schema_rules.ANY_ORDER_KEYS of them (default "schema": schema order,
+    which also guides a model through the schema); ``lenient`` skips keywords that cannot be
     enforced exactly instead of refusing the schema (see ``.skipped``);
     ``max_ignored`` bounds the whitespace between two tokens."""
     from .json_schema_rules import schema_grammar
@@ -195,7 +198,10 @@ def json_schema(schema, *, documents: dict | None = None, strict_properties: boo
     document, source = _load(schema)
     schemas = Schemas(document, documents, lenient=lenient)
     root = schemas.root()
-    text, terminals, glued = schema_grammar(schemas, root, strict_properties=strict_properties)
+    if property_order not in ("schema", "any"):
+        raise ConstrainedError(f"property_order is 'schema' or 'any', got {property_order!r}")
+    text, terminals, glued = schema_grammar(schemas, root, strict_properties=strict_properties,
+                                            any_order=property_order == "any")
     compiled = grammar(text, max_ignored=max_ignored, terminals=terminals, strict=True, glued=glued)
     compiled.description = f"JSON Schema from {source}"
     compiled.skipped = tuple(schemas.skipped)

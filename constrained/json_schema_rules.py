@@ -18,8 +18,9 @@ whose label in context C is L:
   the label at the end, which LR parsing allows.
 
 The product state of an object is (the declared keys done, which keyword
-sets already failed, members so far). Up to ANY_ORDER_KEYS declared keys come
-in any order, each at most once; more come in one order (the sets' own,
+sets already failed, members so far). With ``any_order``, up to
+ANY_ORDER_KEYS declared keys come in any order, each at most once; otherwise
+they come in one order (the sets' own,
 merged: _merged_order; a key done skips those before it), so that the states
 stay linear in their number. Undeclared keys come anywhere between them. An
 array's state is
@@ -68,7 +69,7 @@ LONG_CHUNK = 16  # code points per lexeme of a long string (json_schema.LONG_STR
 _QUOTE = '"\\""'  # the lark literal for a double quote
 RUN_BASE = 8  # runs of counted items, each this many of the next shorter
 MAX_COUNT = 500  # positions counted one rule each (minProperties/maxProperties, items along with contains, ...)
-ANY_ORDER_KEYS = 4  # objects with at most this many declared keys take them in any order (2**n states)
+ANY_ORDER_KEYS = 4  # with property_order="any", objects with at most this many declared keys take them in any order (2**n states)
 
 
 @lru_cache(maxsize=None)
@@ -124,12 +125,13 @@ def _or(parts):
     return parts[0] if len(parts) == 1 else dfa.union(*parts)
 
 
-def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = False):
+def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = False, any_order: bool = False):
     """(lark grammar text, terminal DFAs, glued terminals) for the values valid
-    under node ``root``."""
+    under node ``root``; ``any_order``: objects with at most ANY_ORDER_KEYS
+    declared keys take them in any order."""
     if root == FALSE:
         raise ConstrainedError("the schema is false: no JSON value is valid")
-    builder = _Builder(schemas, strict_properties)
+    builder = _Builder(schemas, strict_properties, any_order)
     context = frozenset({root}) - {TRUE}
     start = builder.value(context, context)
     builder.run()
@@ -138,9 +140,10 @@ def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = Fal
 
 
 class _Builder:
-    def __init__(self, schemas: Schemas, strict: bool):
+    def __init__(self, schemas: Schemas, strict: bool, any_order: bool):
         self.schemas = schemas
         self.strict = strict
+        self.any_order = any_order
         self.rules: dict = {}  # name -> list of alternatives (tuples of symbols)
         self.terminal_dfas: dict = {}  # name -> DFA
         self.glued: set = set()  # terminals inside a long string: no whitespace may follow them
@@ -888,7 +891,7 @@ class _ObjectProduct(_Product):
             [list(dict.fromkeys([p[0] for p in atom.properties] + list(atom.required)))
              for _, atom in sorted(zip(self.set_nodes, self.sets), key=lambda pair: rank[pair[0]])])
         self.key_languages = [scalar_literal(k) for k in keys]
-        self.any_order = len(keys) <= ANY_ORDER_KEYS
+        self.any_order = builder.any_order and len(keys) <= ANY_ORDER_KEYS
         self.requires = [sum(1 << k for k, atom in enumerate(self.sets) if name in atom.required) for name in keys]
         self.required_keys = [sum(1 << j for j, name in enumerate(keys) if name in atom.required) for atom in self.sets]
         self.count_cap = max((max(a.min_properties, a.max_properties + 1 if a.max_properties is not None else 0)

@@ -224,8 +224,12 @@ def test_whitespace_is_bounded():
     assert not grammar.matches('{"a":' + " " * 100 + "[]}")
 
 
-def test_few_declared_properties_come_in_any_order():
-    grammar = compiled({"properties": {"a": {"type": "integer"}, "b": {}}, "required": ["c", "d"]})
+def test_property_order_any_lets_few_declared_properties_come_in_any_order():
+    schema = {"properties": {"a": {"type": "integer"}, "b": {}}, "required": ["c", "d"]}
+    assert not accepts(compiled(schema), {"b": 2, "d": 0, "a": 1, "c": 0})  # schema order by default
+    with pytest.raises(ConstrainedError, match="property_order"):
+        json_schema(schema, property_order="sorted")
+    grammar = compiled(schema, property_order="any")
     for value in [{"c": 0, "d": 0, "a": 1, "b": 2}, {"b": 2, "d": 0, "a": 1, "c": 0}, {"d": 0, "x": 1, "c": 0}]:
         assert accepts(grammar, value), value
     for value in [{"b": 2, "a": "1", "c": 0, "d": 0}, {"d": 0, "b": 1}]:
@@ -233,13 +237,13 @@ def test_few_declared_properties_come_in_any_order():
     assert not grammar.matches('{"c": 0, "d": 0, "c": 1}')  # each declared key at most once
     # Declared keys from several schemas (allOf, dependentRequired) are declared keys alike.
     combined = compiled({"allOf": [{"required": ["a"]}, {"properties": {"b": {"const": 1}}}],
-                         "dependentRequired": {"b": ["c"]}})
+                         "dependentRequired": {"b": ["c"]}}, property_order="any")
     assert accepts(combined, {"c": 0, "b": 1, "a": 0}) and accepts(combined, {"a": 0, "b": 1, "c": 0})
     assert not accepts(combined, {"b": 1, "a": 0}) and not accepts(combined, {"c": 0, "b": 2, "a": 0})
 
 
 def test_many_declared_properties_come_in_schema_order():
-    grammar = compiled({"properties": {k: {} for k in "abcde"}, "required": ["e"]})
+    grammar = compiled({"properties": {k: {} for k in "abcde"}, "required": ["e"]}, property_order="any")
     assert accepts(grammar, {"a": 1, "b": 2, "e": 5})
     assert not accepts(grammar, {"b": 2, "a": 1, "e": 5})
     assert not accepts(grammar, {"a": 1, "b": 2})
