@@ -33,6 +33,11 @@ def escape(token) -> str:
     return str(token).replace("~", "~0").replace("/", "~1")
 
 
+def _tokens(pointer: str) -> list:
+    """The unescaped tokens of a JSON pointer."""
+    return [token.replace("~1", "/").replace("~0", "~") for token in pointer.split("/")[1:]]
+
+
 def where(location: str) -> str:
     return location or "the schema root"
 
@@ -62,8 +67,7 @@ class Documents:
         """The schema (or any JSON value) at ``location``."""
         root, pointer = _split(location)
         value = self._documents[root]
-        for token in pointer.split("/")[1:]:
-            token = token.replace("~1", "/").replace("~0", "~")
+        for token in _tokens(pointer):
             value = value[int(token)] if isinstance(value, list) else value[token]
         return value
 
@@ -131,8 +135,7 @@ class Documents:
     def _follow(self, start: str, pointer: str):
         """The location of the JSON pointer ``pointer`` from ``start``, or None."""
         value, target = self.at(start), start
-        for token in pointer.split("/")[1:]:
-            token = token.replace("~1", "/").replace("~0", "~")
+        for token in _tokens(pointer):
             if isinstance(value, dict) and token in value:
                 value = value[token]
             elif isinstance(value, list) and token.isdigit() and int(token) < len(value):

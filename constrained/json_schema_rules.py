@@ -385,10 +385,11 @@ class _Builder:
             "(through $ref, allOf, anyOf, oneOf or not) without descending into a property or an item, "
             "so no value can be checked against it")
 
-    def closure(self, context) -> list:
+    def closure(self, context, preorder: bool = False) -> list:
         """The nodes that apply to the same value as ``context``, each after the
-        nodes it combines."""
-        order, state = [], {}
+        nodes it combines (``preorder``: each before them, the order a reader
+        meets them in the schema)."""
+        before, after, state = [], [], {}
 
         def visit(i):
             if state.get(i) == 2:
@@ -396,29 +397,15 @@ class _Builder:
             if state.get(i) == 1:
                 self._cycle(i)
             state[i] = 1
+            before.append(i)
             for j in self.schemas.node(i).combines:
                 visit(j)
             state[i] = 2
-            order.append(i)
+            after.append(i)
 
         for i in sorted(context):
             visit(i)
-        return order
-
-    def preorder(self, context) -> list:
-        """The nodes that apply to the same value as ``context``, each before the
-        nodes it combines (the order a reader meets them in the schema)."""
-        order = []
-
-        def visit(i):
-            if i not in order:
-                order.append(i)
-                for j in self.schemas.node(i).combines:
-                    visit(j)
-
-        for i in sorted(context):
-            visit(i)
-        return order
+        return before if preorder else after
 
     def _product(self, context, kind: str):
         key = (context, kind)
@@ -886,7 +873,7 @@ class _ObjectProduct(_Product):
     def _prepare(self):
         builder = self.builder
         # Each set's declared names in schema order, sets in the order a reader meets them.
-        rank = {i: k for k, i in enumerate(builder.preorder(self.context))}
+        rank = {i: k for k, i in enumerate(builder.closure(self.context, preorder=True))}
         self.keys = keys = _merged_order(
             [list(dict.fromkeys([p[0] for p in atom.properties] + list(atom.required)))
              for _, atom in sorted(zip(self.set_nodes, self.sets), key=lambda pair: rank[pair[0]])])

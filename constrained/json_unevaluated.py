@@ -29,6 +29,7 @@ from . import dfa, json_strings
 from .errors import ConstrainedError
 from .json_references import escape
 from .json_schema import FALSE, TRUE, ArrayAtom, Node, ObjectAtom, _string_language
+from .json_schema_rules import _nonempty
 
 MAX_REGIONS = 12  # regions of members one keyword tells apart (each an object or array atom)
 MAX_CONTAINS = 3  # conditional contains terms (all their subsets are cases)
@@ -214,7 +215,3 @@ def _item_rest(schemas, contains: tuple, rest: int, pointer: str) -> int:
 def _too_many(what: str, most: int) -> str:
     return (f"the {what} it leaves unevaluated depend on over {most} combinations of anyOf / oneOf / if / "
             "dependentSchemas branches")
-
-
-def _nonempty(language):
-    return None if language is None or dfa.is_empty(language) else language
