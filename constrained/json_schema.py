@@ -60,6 +60,11 @@ exponent, so ``1.0`` is not one):
   schemas it combines. Undeclared ones may come anywhere between them. Array
   items and object members are separated by ``,``; whitespace between tokens
   is bounded (``max_ignored`` bytes per gap).
+* Two undeclared names may be equal (a JSON parser keeps the last value) and
+  no grammar tells names apart, so where a repeated name could change the
+  result (hide a value that failed, inflate the count for minProperties or
+  maxProperties), an object takes one undeclared member per region of names
+  (json_schema_rules._ObjectProduct.repeat_must_fail).
 * Numbers compare by value (an ``enum`` of ``1`` also allows ``1.0``); strings
   by code points whatever their escaping.
 """

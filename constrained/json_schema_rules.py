@@ -470,9 +470,12 @@ class _Builder:
         """The alternatives for the next member: an undeclared key, or a declared
         one not done yet (in schema order: at or after the first not done)."""
         alternatives = []
-        for cell in product.cells:
+        for c, cell in enumerate(product.cells):
             if not self.strict or cell.allowed_strict:
-                alternatives += self._member(product, label, state, cell.language, cell.requirements, state[0])
+                must_fail = product.repeat_must_fail(state, c, label)
+                if must_fail is not None:
+                    alternatives += self._member(product, label, state, cell.language, cell.requirements, state[0],
+                                                 c, must_fail)
         if product.any_order:
             for position in range(len(product.keys)):
                 if not state[0] >> position & 1:
@@ -484,13 +487,13 @@ class _Builder:
     def _declared(self, product, label, state):
         """The rule for a member with the first declared key not done, or a later
         one (the keys in between left out), or None. Keys done are a prefix."""
-        done, failed, count = state
+        done, failed, count, used = state
         position = done.bit_length()
         if position >= len(product.keys):
             return None
 
         def build():
-            after = (done | 1 << position, failed | product.requires[position], count)
+            after = (done | 1 << position, failed | product.requires[position], count, used)
             skip = self._declared(product, label, after) if product.can_reach(after[1], label) else None
             return (self._declared_member(product, label, state, position, after[0])
                     + ([(skip,)] if skip is not None else []))
@@ -500,18 +503,22 @@ class _Builder:
         return self._member(product, label, state, product.key_languages[position],
                             product.key_requirements[position], done)
 
-    def _member(self, product, label, state, key_language, requirements, done: int) -> list:
-        """Alternatives ``key ":" value later`` for each label of the member's value."""
-        _, failed, count = state
+    def _member(self, product, label, state, key_language, requirements, done: int, cell: int = -1,
+                must_fail: tuple = ()) -> list:
+        """Alternatives ``key ":" value later`` for each label of the member's
+        value; ``cell``: the region of an undeclared key (-1: a declared one),
+        ``must_fail``: schemas its value may not satisfy."""
+        _, failed, count, used = state
         alive = [(k, r) for k, r in enumerate(requirements) if not failed >> k & 1]
-        ids = self._children([r for _, r in alive])
+        ids = self._children([r for _, r in alive], must_fail)
         key = self.terminal(key_language, "KEY")
         too_many = product.count_failures(count + 1)
         alternatives = []
         for child_label in self._labels(ids):
             new_failed = failed | too_many | _unmet(alive, child_label)
-            if product.can_reach(new_failed, label):
-                after = (done, new_failed, min(count + 1, product.count_cap))
+            if product.can_reach(new_failed, label) and not child_label & set(must_fail):
+                after = (done, new_failed, min(count + 1, product.count_cap),
+                         used | product.repeat_matters(cell, new_failed, label) << cell if cell >= 0 else used)
                 alternatives.append((key, '":"', self.value(frozenset(ids), child_label),
                                      self._object_later(product, label, after)))
         return alternatives
@@ -609,7 +616,9 @@ class _Builder:
         if start not in productive:
             raise ConstrainedError(
                 "no JSON value satisfies the schema: its constraints contradict each other (for example a required "
-                "property whose schema nothing satisfies, minimum above maximum, or disjoint allOf branches)")
+                "property whose schema nothing satisfies, minimum above maximum, or disjoint allOf branches), or "
+                "an object would need more distinct undeclared property names than a grammar can tell apart (for "
+                "minProperties or maxProperties over undeclared names: give the names as properties)")
         lines, seen, todo = [f"start: {start}"], {start}, [start]
         used_terminals = set()
         while todo:
@@ -896,7 +905,8 @@ class _ObjectProduct(_Product):
                                name=k)
             for k in keys]
         self.cells = self._cells(strings)
-        return (0, 0, 0)
+        self._misleading: dict = {}
+        return (0, 0, 0, 0)
 
     def _requirements(self, member_of, name=None) -> list:
         """Per set, the node a member's value must satisfy (FALSE: the key is not
@@ -944,8 +954,58 @@ class _ObjectProduct(_Product):
         return sum(1 << k for k, a in enumerate(self.sets) if a.max_properties is not None and count > a.max_properties)
 
     def complete(self, k: int, state) -> bool:
-        done, _, count = state
+        done, _, count, _ = state
         return not self.required_keys[k] & ~done and count >= self.sets[k].min_properties
+
+    # Two undeclared members of one region may have the same name. A JSON parser
+    # keeps the last value, and the object then has one member fewer than were
+    # counted: a set failed by an earlier value, or failed or passed on the count
+    # alone, may hold otherwise. State bit ``used`` marks a region that has a
+    # member already where that could matter; a second member there is allowed
+    # only where it cannot change the label.
+
+    def repeat_matters(self, cell: int, failed: int, label: frozenset) -> bool:
+        """Whether a later member in ``cell`` could change the label (see above)."""
+        if any(a.min_properties > 1 for a in self.sets):
+            return True
+        requirements = self.cells[cell].requirements
+        return any((r not in (TRUE, FALSE) or a.max_properties is not None) and self.can_reach(failed | 1 << k, label)
+                   for k, (r, a) in enumerate(zip(requirements, self.sets)))
+
+    def repeat_must_fail(self, state, cell: int, label: frozenset):
+        """For another member in ``cell``: None where it could give ``label``
+        only because its name repeats one before; else the schemas its value
+        must not satisfy (those on which sets failed, maybe under that name)."""
+        _, failed, count, used = state
+        if not used >> cell & 1:
+            return ()
+        requirements = self.cells[cell].requirements
+        must_fail = []
+        for k, atom in enumerate(self.sets):
+            if failed >> k & 1:
+                if requirements[k] not in (TRUE, FALSE) and self._misleads(k, failed & ~(1 << k), label, True):
+                    must_fail.append(requirements[k])
+            elif (count < atom.min_properties and self._misleads(k, failed, label, False)
+                  or atom.max_properties is not None and self._misleads(k, failed, label, True)):
+                return None
+        return tuple(must_fail)
+
+    def _misleads(self, k: int, failed: int, label: frozenset, failure: bool) -> bool:
+        """Whether a wrong result for set ``k`` (a failure if ``failure``, else a
+        pass) can give ``label`` where the right one would not, given ``failed``."""
+        key = (k, failed, label, failure)
+        hit = self._misleading.get(key)
+        if hit is None:
+            free = [j for j in range(len(self.sets)) if j != k and not failed >> j & 1]
+            hit = False
+            for mask in range(1 << len(free)):
+                results = sum(1 << free[j] for j in range(len(free)) if mask >> j & 1)
+                wrong, right = (results, results | 1 << k) if failure else (results | 1 << k, results)
+                if self.label(wrong) == label != self.label(right):
+                    hit = True
+                    break
+            self._misleading[key] = hit
+        return hit
 
 
 class _Cell:

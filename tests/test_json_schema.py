@@ -276,6 +276,35 @@ def test_strict_properties_forbids_undeclared_keys():
     assert not accepts(negated, {"a": "x"})
 
 
+DUPLICATES = [  # (schema, JSON text with a repeated undeclared name, whether it is valid as json.loads reads it)
+    ({"not": {"additionalProperties": {"type": "string"}}}, '{"x": 1, "x": "s"}', False),
+    ({"minProperties": 2}, '{"x": 1, "x": 2}', False),
+    ({"not": {"maxProperties": 2}, "properties": {"a": {}, "c": {}}}, '{"a": 1, "b": 2, "b": 3}', False),
+    ({"oneOf": [{"additionalProperties": {"type": "integer"}}, {"required": ["a"]}]}, '{"a": 1, "x": "s", "x": 1}', False),
+    ({"additionalProperties": {"type": "integer"}}, '{"x": 1, "x": 2}', True),
+    ({"maxProperties": 2}, '{"x": 1, "x": 2}', True),
+]
+
+
+@pytest.mark.parametrize("schema, text, valid_as_read", DUPLICATES)
+def test_repeated_undeclared_names_never_pass_an_invalid_object(schema, text, valid_as_read):
+    """A parser keeps a repeated name's last value: where a repeat could turn a
+    rejected object into an accepted one, the engine allows one undeclared
+    member per region of names; elsewhere repeats stay allowed."""
+    assert valid(schema, json.loads(text)) == valid_as_read
+    assert compiled(schema).matches(text) == valid_as_read
+
+
+def test_one_undeclared_member_per_region_only_where_repeats_matter():
+    assert accepts(compiled({"not": {"additionalProperties": {"type": "string"}}}), {"x": 1, "y": 2})
+    assert accepts(compiled({"anyOf": [{"additionalProperties": {"type": "string"}}, {"required": ["a"]}]}),
+                   {"x": "1", "y": "2"})
+    assert accepts(compiled({"maxProperties": 3}), {"x": 1, "y": 2, "z": 3})
+    assert accepts(compiled({"minProperties": 2, "properties": {"a": {}}}), {"a": 1, "y": 2})
+    with pytest.raises(ConstrainedError):  # distinct names cannot be counted: no object, and so no value
+        json_schema({"type": "object", "minProperties": 2})
+
+
 def test_long_strings_keep_escaped_quotes():
     """Strings counted by grammar rules (over 64 code points allowed) may hold
     escaped quotes anywhere, a lexeme boundary included."""
