@@ -495,6 +495,37 @@ def _live(columns: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     return np.array(live, dtype=bool)
 
 
+def _above_cycles(columns: np.ndarray) -> list[int]:
+    """The states no cycle leads to, each before the states it leads to (peeled
+    from the top: a state goes once every state before it has gone)."""
+    rows = [set(row) for row in columns.tolist()]
+    waiting = [0] * len(rows)
+    for row in rows:
+        for target in row:
+            waiting[target] += 1
+    order = [state for state, count in enumerate(waiting) if count == 0]
+    for state in order:  # grows while it is read
+        for target in rows[state]:
+            waiting[target] -= 1
+            if waiting[target] == 0:
+                order.append(target)
+    return order
+
+
+def _class_above(block: np.ndarray, above: list, columns: np.ndarray, accepting: np.ndarray, kept: np.ndarray) -> None:
+    """Blocks for the states ``above`` (see _above_cycles), leaves first: a state's
+    block is given by its acceptance and its successors' blocks, the same key
+    as a refined block with that language has."""
+    ids = {}
+    for state, row, accepts in zip(kept.tolist(), block[columns[kept]].tolist(), accepting[kept].tolist()):
+        ids.setdefault((accepts, *row), int(block[state]))
+    blocks, rows, accepts = block.tolist(), columns.tolist(), accepting.tolist()
+    for state in reversed(above):
+        key = (accepts[state], *[blocks[t] for t in rows[state]])
+        blocks[state] = ids.setdefault(key, len(ids))
+    block[above] = np.array(blocks)[above]
+
+
 def minimize(transitions: np.ndarray, accepting: np.ndarray, start: int = 0) -> DFA | None:
     """The minimal DFA equivalent to (transitions, accepting) from ``start``, with
     only live states, renumbered so that the start is 0; None if it accepts nothing."""
@@ -509,10 +540,25 @@ def minimize(transitions: np.ndarray, accepting: np.ndarray, start: int = 0) -> 
     with gc_paused():
         columns = np.where(_live(columns, accepting_full)[columns], columns, sink)
         finite = _finite_classes(columns, accepting_full)
-    # Moore's refinement for the rest, from a partition that already separates
-    # every finite language: cyclic states start as accepting or not.
+    # Moore's refinement for the states a cycle leads to, from a partition that
+    # already separates every finite language: cyclic states start as accepting
+    # or not. The states above them (a trie of keys in front of a string loop)
+    # are classed after, leaves first, in one pass.
     start_block = np.where(finite >= 0, finite, np.where(accepting_full, finite.max() + 1, finite.max() + 2))
-    block = _refine(start_block, columns)
+    with gc_paused():
+        above = _above_cycles(columns)
+    if above:
+        below = np.ones(n + 1, dtype=bool)
+        below[above] = False
+        kept = np.flatnonzero(below)
+        renamed = np.full(n + 1, -1, dtype=np.int64)
+        renamed[kept] = np.arange(len(kept))
+        block = np.empty(n + 1, dtype=np.int64)
+        block[kept] = _refine(start_block[kept], renamed[columns[kept]])
+        with gc_paused():
+            _class_above(block, above, columns, accepting_full, kept)
+    else:
+        block = _refine(start_block, columns)
     n_blocks = int(block.max()) + 1
     dead_block = block[sink]
     if block[start] == dead_block:

@@ -23,12 +23,26 @@ from constrained.dfa import (
 from regex_strategies import compile_or_reject, regexes, texts
 
 
+def moore_blocks(transitions, accepting) -> int:
+    """The number of classes of equivalent states, by textbook Moore refinement
+    (one state per class in a minimal DFA)."""
+    block = accepting.astype(np.int64)
+    while True:
+        successors = np.where(transitions >= 0, block[np.maximum(transitions, 0)], -1)
+        _, refined = np.unique(np.column_stack([block, successors]), axis=0, return_inverse=True)
+        refined = refined.ravel()
+        if refined.max() == block.max():
+            return int(refined.max()) + 1
+        block = refined
+
+
 def assert_minimal(dfa):
-    """Every state is live, and no two states are equivalent (Moore's partition
-    from scratch has as many blocks as there are states)."""
+    """Every state is live, and no two states are equivalent (both by textbook
+    Moore refinement and by minimize() from scratch)."""
     if is_empty(dfa):
         assert dfa.n_states == 1 and (dfa.transitions < 0).all()
         return
+    assert moore_blocks(dfa.transitions, dfa.accepting) == dfa.n_states
     again = minimize(dfa.transitions, dfa.accepting)
     assert again.n_states == dfa.n_states
     live = dfa.accepting.copy()
