@@ -17,7 +17,7 @@ priority first, then a string literal before a regex, then lark's order).
 
 import numpy as np
 
-from .dfa import DFA, minimize
+from .dfa import DFA, byte_classes, minimize
 from .errors import ConstrainedError
 
 
@@ -32,6 +32,38 @@ def bounded(dfa: DFA, limit: int) -> DFA:
     transitions[ids.ravel()] = target.reshape(n * width, 256)
     accepting = np.repeat(dfa.accepting, width)
     return minimize(transitions, accepting)
+
+
+_ALL_BYTES = (1 << 256) - 1
+
+
+class _ByteSets:
+    """A DFA's transitions as bit sets of bytes (Python ints, bit b for byte b), per state on demand."""
+
+    def __init__(self, dfa: DFA):
+        byte_class, columns = byte_classes(dfa.transitions)
+        self.columns = columns.tolist()
+        members = [0] * columns.shape[1]
+        for b, c in enumerate(byte_class.tolist()):
+            members[c] |= 1 << b
+        self.members = members
+        self.known: dict = {}
+
+    def moves(self, s: int) -> tuple:
+        """([(live target, the bytes that lead there)], the bytes on which state s dies)."""
+        hit = self.known.get(s)
+        if hit is None:
+            sets: dict = {}
+            for c, target in enumerate(self.columns[s]):
+                sets[target] = sets.get(target, 0) | self.members[c]
+            hit = self.known[s] = ([(t, bits) for t, bits in sets.items() if t >= 0], sets.get(-1, 0))
+        return hit
+
+
+def _bytes_of(sets: list) -> np.ndarray:
+    """(len(sets), 256) bools from bit sets of bytes."""
+    data = b"".join(bits.to_bytes(32, "little") for bits in sets)
+    return np.unpackbits(np.frombuffer(data, dtype=np.uint8), bitorder="little").reshape(len(sets), 256).view(bool)
 
 
 class LexContext:
@@ -84,25 +116,36 @@ class Lexer:
                 order.append(live)
             return ids[live]
 
-        rows = {}
+        byte_sets = [None] * n_terms
+        expanded = []  # the states explored one by one
+        explored, sets, targets = [], [], []  # per part of their bytes: the state, the bytes, the target
         k = 0
         while k < len(order):
             live = order[k]
             if k in self.starts or len(live) > 1:
-                nxt = np.stack([dfas[t].transitions[s] for t, s in live], axis=1)
-                as_bytes = np.ascontiguousarray(nxt).view(np.dtype((np.void, 4 * nxt.shape[1]))).ravel()
-                _, first, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)  # distinct targets
-                targets = np.empty(len(first), dtype=np.int32)
-                for i, col in enumerate(nxt[first].tolist()):
-                    key = tuple((t, c) for (t, _), c in zip(live, col) if c >= 0)
-                    targets[i] = state_id(key) if key else -1
-                rows[k] = targets[inverse.ravel()]
+                expanded.append(k)
+                # Split the 256 bytes by where each live terminal goes on them: few parts, as bit sets.
+                parts = [(_ALL_BYTES, ())]
+                for t, s in live:
+                    if byte_sets[t] is None:
+                        byte_sets[t] = _ByteSets(dfas[t])
+                    moves, dying = byte_sets[t].moves(s)
+                    parts = ([(both, key + ((t, c),)) for bits, key in parts for c, move in moves
+                              if (both := bits & move)]
+                             + [(rest, key) for bits, key in parts if (rest := bits & dying)])
+                for bits, key in parts:
+                    if key:
+                        explored.append(k)
+                        sets.append(bits)
+                        targets.append(state_id(key))
             k += 1
         n = len(order)
         trans = np.full((n + 1, 256), n, dtype=np.int32)  # the last row: the dead sentinel
         comps = np.full((n, n_terms), -1, dtype=np.int64)
-        for k, row in rows.items():
-            trans[k] = np.where(row >= 0, row, n)
+        if sets:
+            part, byte = np.nonzero(_bytes_of(sets))
+            trans[np.array(explored)[part], byte] = np.array(targets)[part]
+        for k in expanded:
             for t, c in order[k]:
                 comps[k, t] = c
         for t in np.flatnonzero(single_base >= 0).tolist():
