@@ -29,8 +29,9 @@ Where lark's own lexer would split text differently from this longest match
 grammar is refused at compile time with an example.
 
 Grammars may also bring terminals as byte DFAs (``terminals=``, for
-``%declare``'d names): that is how JSON Schemas compile. Lark cannot lex those,
-so only the rules above apply.
+``%declare``'d names). Lark cannot lex those, so only the rules above apply.
+A program that generates its grammar (json_schema.py) hands over rules and
+DFAs directly (``grammar_from_rules``): lark then only builds the parse table.
 
 The pieces: lexer.py holds the terminals' automaton, lalr.py drives lark's
 parse table, grammar_index.py computes token masks over a vocabulary.
@@ -39,6 +40,7 @@ parse table, grammar_index.py computes token masks over a vocabulary.
 import logging
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -70,29 +72,68 @@ def grammar(
     rules above only (lark itself cannot lex it). After a terminal named in
     ``glued`` no ``%ignore``'d lexeme may come (the pieces of one JSON string)."""
     text, import_paths, source = _read(text_or_path)
-    if not isinstance(max_ignored, int) or max_ignored < 1:
-        raise ConstrainedError(f"max_ignored is a positive number of bytes, got {max_ignored!r}")
+    _check_max_ignored(max_ignored)
     terminals = dict(terminals or {})
     for name, dfa in terminals.items():
         if not isinstance(dfa, DFA):
             raise ConstrainedError(f"terminal {name!r} must be given as a constrained.dfa.DFA, got {type(dfa).__name__}")
     lk = _lark(text, start, import_paths, strict)
-    unknown = sorted(set(terminals) - _declared(lk))
+    analysis = _Analysis(lk.terminals, set(lk.ignore_tokens), lk.rules, lk.parser.parser.parser.parse_table)
+    unknown = sorted(set(terminals) - _declared(analysis))
     if unknown:
         raise ConstrainedError(f"terminals {unknown} are given as DFAs but the grammar does not %declare and use them")
     glued = frozenset(glued)
     if not glued <= set(terminals) | {t.name for t in lk.terminals}:
         raise ConstrainedError(f"glued terminals {sorted(glued - set(terminals))} are not terminals of the grammar")
-    language = _compile(lk, start, max_ignored, terminals, glued)
+    language = _compile(analysis, start, max_ignored, terminals, glued)
     return Grammar(lk, language, f"grammar from {source} (start={start!r})", lark_lexes=not (terminals or glued))
 
 
-def _declared(lk) -> set:
+def grammar_from_rules(rules: dict, start: str, terminals: dict, ignored: dict, glued=(),
+                       max_ignored: int = MAX_IGNORED, description: str = "rules") -> "Grammar":
+    """A grammar built by a program rather than written: ``rules`` maps each rule
+    name to its alternatives (tuples of rule names and names of ``terminals``,
+    byte DFAs), ``ignored`` maps the %ignore'd terminals' names to theirs. Lark
+    only builds the LALR(1) parse table (shift/reduce conflicts are refused);
+    reading grammar text would cost more than that for a generated grammar."""
+    from lark.common import ParserConf
+    from lark.grammar import NonTerminal, Rule, Terminal
+    from lark.parsers.lalr_analysis import LALR_Analyzer
+
+    _check_max_ignored(max_ignored)
+    symbol = {name: NonTerminal(name) for name in rules}
+    symbol.update((name, Terminal(name)) for name in list(terminals) + list(ignored))
+    lark_rules = [Rule(symbol[name], [symbol[s] for s in alternative], order=k)
+                  for name, alternatives in rules.items() for k, alternative in enumerate(dict.fromkeys(alternatives))]
+    with _lark_errors(start), _shift_reduce_conflicts(refuse=True):
+        analyzer = LALR_Analyzer(ParserConf(lark_rules, {}, [start]))
+        analyzer.compute_lalr()
+    analysis = _Analysis([], set(ignored), lark_rules, analyzer.parse_table)
+    language = _compile(analysis, start, max_ignored, {**terminals, **ignored}, frozenset(glued))
+    return Grammar(None, language, description, lark_lexes=False)
+
+
+def _check_max_ignored(max_ignored) -> None:
+    if not isinstance(max_ignored, int) or max_ignored < 1:
+        raise ConstrainedError(f"max_ignored is a positive number of bytes, got {max_ignored!r}")
+
+
+class _Analysis(NamedTuple):
+    """What this module takes from lark: the terminals defined by a pattern
+    (lark TerminalDefs), the names of the %ignore'd ones, the rules and the
+    LALR(1) parse table."""
+
+    terminals: list
+    ignored: set
+    rules: list
+    table: object
+
+
+def _declared(analysis: _Analysis) -> set:
     """Terminal names the grammar uses without a pattern (%declare)."""
-    defined = {t.name for t in lk.terminals}
-    table = lk.parser.parser.parser.parse_table
-    rules = {rule.origin.name for rule in lk.rules}
-    return {name for row in table.states.values() for name in row if name not in rules and name not in defined}
+    defined = {t.name for t in analysis.terminals}
+    rules = {rule.origin.name for rule in analysis.rules}
+    return {name for row in analysis.table.states.values() for name in row if name not in rules and name not in defined}
 
 
 def _read(text_or_path):
@@ -110,15 +151,23 @@ def _read(text_or_path):
 
 def _lark(text: str, start: str, import_paths, strict: bool = False):
     import lark
+
+    # The parse table does not depend on lark's lexer; the basic one is the cheapest to build.
+    # (lark's own strict mode also wants interegular for its lexer: conflicts are read from its log.)
+    with _lark_errors(start), _shift_reduce_conflicts(refuse=strict):
+        lk = lark.Lark(text, parser="lalr", lexer="basic", start=start, import_paths=import_paths)
+    return lk
+
+
+@contextmanager
+def _lark_errors(start: str):
+    """Lark's exceptions inside the block, as ConstrainedErrors a user can act on."""
     from lark.exceptions import GrammarError, LarkError
 
     if not isinstance(start, str):
         raise ConstrainedError(f"start is the name of a rule, got {start!r}")
     try:
-        # The parse table does not depend on lark's lexer; the basic one is the cheapest to build.
-        # (lark's own strict mode also wants interegular for its lexer: conflicts are read from its log.)
-        with _shift_reduce_conflicts() as conflicts:
-            lk = lark.Lark(text, parser="lalr", lexer="basic", start=start, import_paths=import_paths)
+        yield
     except GrammarError as e:
         message = str(e).strip()
         if "Reduce/Reduce collision" in message:
@@ -144,14 +193,12 @@ def _lark(text: str, start: str, import_paths, strict: bool = False):
             "the grammar is too deeply nested for lark's LALR analysis (Python's recursion limit): shorten its "
             "longest chains of rules (for a JSON Schema: smaller maxLength/maxItems counts or less nesting)"
         ) from None
-    if strict and conflicts:
-        raise ConstrainedError(f"the grammar is not LALR(1) (strict mode): a shift/reduce conflict for {conflicts[0]}")
-    return lk
 
 
 @contextmanager
-def _shift_reduce_conflicts():
-    """The shift/reduce conflicts lark resolves (as shifts) inside the block, from its log."""
+def _shift_reduce_conflicts(refuse: bool):
+    """Lark resolves shift/reduce conflicts as shifts and only logs them: with
+    ``refuse``, one logged inside the block is an error after it."""
     from lark import logger
 
     found: list = []
@@ -168,18 +215,20 @@ def _shift_reduce_conflicts():
     logger.handlers = [Collect()]
     logger.setLevel(logging.DEBUG)
     try:
-        yield found
+        yield
     finally:
         logger.handlers = handlers
         logger.setLevel(level)
+    if refuse and found:
+        raise ConstrainedError(f"the grammar is not LALR(1) (strict mode): a shift/reduce conflict for {found[0]}")
 
 
-def _compile(lk, start: str, max_ignored: int, terminals: dict, glued=frozenset()) -> "_Language":
-    """The lexer and parse table of a loaded lark grammar."""
-    defs = {t.name: t for t in lk.terminals}
-    ignored_names = set(lk.ignore_tokens)
-    rules = {rule.origin.name for rule in lk.rules}
-    table = lk.parser.parser.parser.parse_table
+def _compile(analysis: _Analysis, start: str, max_ignored: int, terminals: dict, glued=frozenset()) -> "_Language":
+    """The lexer and parse table of an analysed grammar."""
+    defs = {t.name: t for t in analysis.terminals}
+    ignored_names = analysis.ignored
+    rules = {rule.origin.name for rule in analysis.rules}
+    table = analysis.table
     used = set(ignored_names)
     for row in table.states.values():
         used.update(name for name in row if name not in rules and name != "$END")
@@ -190,7 +239,7 @@ def _compile(lk, start: str, max_ignored: int, terminals: dict, glued=frozenset(
             "which grammar() does not support: define them with a string or a regex, or pass their DFAs "
             "as terminals="
         )
-    _check_productive(lk, start)
+    _check_productive(analysis.rules, start)
 
     def order(name):  # lark's lexer order: priority, longest possible match, pattern length, name
         if name in terminals:
@@ -209,7 +258,7 @@ def _compile(lk, start: str, max_ignored: int, terminals: dict, glued=frozenset(
             dfa = terminals[name] if name in terminals else _terminal_dfa(name, defs[name].pattern)
             dfas.append(bounded(dfa, max_ignored) if name in ignored_names else dfa)
         lexer = Lexer(dfas, ignored, choice_order)
-    parser = ParseTable(lk, start, {name: k for k, name in enumerate(names)})
+    parser = ParseTable(table, start, {name: k for k, name in enumerate(names)})
     language = _Language(names, lexer, parser, frozenset(k for k, name in enumerate(names) if name in glued))
     if not terminals:  # with DFA terminals lark cannot lex the grammar, so there is nothing to agree with
         lexer.check_lark_agrees(set(language.acceptable.values()), names, is_str, priority)
@@ -227,13 +276,13 @@ def _terminal_dfa(name: str, pattern) -> DFA:
         raise ConstrainedError(f"terminal {name} ({pattern}) cannot be used: {e}{hint}") from None
 
 
-def _check_productive(lk, start: str) -> None:
+def _check_productive(rules: list, start: str) -> None:
     """An empty language (a rule that can never finish) is refused."""
     productive: set = set()
     changed = True
     while changed:
         changed = False
-        for rule in lk.rules:
+        for rule in rules:
             name = rule.origin.name
             if name not in productive and all(s.is_term or s.name in productive for s in rule.expansion):
                 productive.add(name)

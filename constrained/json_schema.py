@@ -18,7 +18,7 @@ A schema compiles in three steps:
    boolean combination is exact this way, and recursion is just a rule that
    refers to itself.
 3. *Emit* an LALR(1) grammar whose nonterminals are (context, label) pairs and
-   whose terminals are byte DFAs, compiled by ``grammar()``.
+   whose terminals are byte DFAs, compiled by ``grammar_from_rules()``.
 
 Semantics (draft 2020-12, plus the draft-04/06/07 spellings ``definitions``,
 ``dependencies``, array-form ``items`` with ``additionalItems``, boolean
@@ -76,7 +76,7 @@ from pathlib import Path
 
 from . import dfa, json_numbers, json_strings
 from .errors import ConstrainedError
-from .grammar import MAX_IGNORED, Grammar, grammar
+from .grammar import MAX_IGNORED, Grammar, grammar_from_rules
 from .json_references import Documents, escape, where
 
 ANY = "any"  # an atom with no constraint for its type (Node.scalar / .obj / .arr)
@@ -198,17 +198,17 @@ def json_schema(schema, *, documents: dict | None = None, strict_properties: boo
     which also guides a model through the schema); ``lenient`` skips keywords that cannot be
     enforced exactly instead of refusing the schema (see ``.skipped``);
     ``max_ignored`` bounds the whitespace between two tokens."""
-    from .json_schema_rules import schema_grammar
+    from .json_schema_rules import schema_grammar, whitespace
 
     document, source = _load(schema)
     schemas = Schemas(document, documents, lenient=lenient)
     root = schemas.root()
     if property_order not in ("schema", "any"):
         raise ConstrainedError(f"property_order is 'schema' or 'any', got {property_order!r}")
-    text, terminals, glued = schema_grammar(schemas, root, strict_properties=strict_properties,
-                                            any_order=property_order == "any")
-    compiled = grammar(text, max_ignored=max_ignored, terminals=terminals, strict=True, glued=glued)
-    compiled.description = f"JSON Schema from {source}"
+    rules, start, terminals, glued = schema_grammar(schemas, root, strict_properties=strict_properties,
+                                                    any_order=property_order == "any")
+    compiled = grammar_from_rules(rules, start, terminals, {"WHITESPACE": whitespace()}, glued=glued,
+                                  max_ignored=max_ignored, description=f"JSON Schema from {source}")
     compiled.skipped = tuple(schemas.skipped)
     compiled.ignored_keywords = tuple(sorted(schemas.ignored))
     return compiled

@@ -126,17 +126,24 @@ def _or(parts):
 
 
 def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = False, any_order: bool = False):
-    """(lark grammar text, terminal DFAs, glued terminals) for the values valid
-    under node ``root``; ``any_order``: objects with at most ANY_ORDER_KEYS
-    declared keys take them in any order."""
+    """(rules, start rule, terminal DFAs, glued terminals) for the values valid
+    under node ``root``, for grammar_from_rules (whitespace is WHITESPACE);
+    ``any_order``: objects with at most ANY_ORDER_KEYS declared keys take them
+    in any order."""
     if root == FALSE:
         raise ConstrainedError("the schema is false: no JSON value is valid")
     builder = _Builder(schemas, strict_properties, any_order)
     context = frozenset({root}) - {TRUE}
     start = builder.value(context, context)
     builder.run()
-    text = builder.text(start)
-    return text, builder.terminal_dfas, builder.glued & builder.terminal_dfas.keys()
+    rules = builder.grammar_rules(start)
+    return rules, start, builder.terminal_dfas, builder.glued & builder.terminal_dfas.keys()
+
+
+@lru_cache(maxsize=None)
+def whitespace():
+    """The %ignore'd terminal between tokens (bounded by grammar_from_rules)."""
+    return dfa.from_regex("[ \t\n\r]+")
 
 
 class _Builder:
@@ -609,9 +616,10 @@ class _Builder:
                                                  self._array_later(product, label, after)))
         return alternatives
 
-    # The grammar text.
+    # The grammar.
 
-    def text(self, start: str) -> str:
+    def grammar_rules(self, start: str) -> dict:
+        """The productive rules ``start`` reaches, string literals made terminals."""
         productive = self._productive()
         if start not in productive:
             raise ConstrainedError(
@@ -619,24 +627,30 @@ class _Builder:
                 "property whose schema nothing satisfies, minimum above maximum, or disjoint allOf branches), or "
                 "an object would need more distinct undeclared property names than a grammar can tell apart (for "
                 "minProperties or maxProperties over undeclared names: give the names as properties)")
-        lines, seen, todo = [f"start: {start}"], {start}, [start]
+        literals: dict = {}
+
+        def symbol(s: str) -> str:
+            if s[0] == '"':  # its own terminal: the closing quote of a long string is not the glued opening one
+                if s not in literals:
+                    literals[s] = f"LITERAL{len(self._terminal_names) + len(literals)}"
+                    self.terminal_dfas[literals[s]] = dfa.literal(json.loads(s).encode())
+                return literals[s]
+            return s
+
+        rules, todo = {}, [start]
         used_terminals = set()
         while todo:
             name = todo.pop()
-            kept = [alt for alt in self.rules[name] if all(s in productive or not s[0].islower() for s in alt)]
-            lines.append(f"{name}: " + " | ".join(" ".join(alt) for alt in kept))
+            if name in rules:
+                continue
+            kept = [tuple(symbol(s) for s in alt) for alt in self.rules[name]
+                    if all(s in productive or not s[0].islower() for s in alt)]
+            rules[name] = kept
             for alt in kept:
-                for s in alt:
-                    if s[0].islower() and s not in seen:
-                        seen.add(s)
-                        todo.append(s)
-                    elif s[0].isupper():
-                        used_terminals.add(s)
+                todo += [s for s in alt if s[0].islower() and s not in rules]
+                used_terminals.update(s for s in alt if s[0].isupper())
         self.terminal_dfas = {n: d for n, d in self.terminal_dfas.items() if n in used_terminals}
-        if used_terminals:
-            lines.append("%declare " + " ".join(sorted(used_terminals)))
-        lines += ["WS: /[ \\t\\n\\r]+/", "%ignore WS", ""]
-        return "\n".join(lines)
+        return rules
 
     def _productive(self) -> set:
         """The rules that derive at least one string (a rule appears once all the

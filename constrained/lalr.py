@@ -61,10 +61,9 @@ class ParseTable:
     ``acceptable[state]``: the terminals with an action in the state (what lark's
     contextual lexer tries there, before ``%ignore``'d ones are added)."""
 
-    def __init__(self, lk, start: str, terminal_index: dict, memo_limit: int = 200_000):
+    def __init__(self, table, start: str, terminal_index: dict, memo_limit: int = 200_000):
         from lark.parsers.lalr_analysis import Shift
 
-        table = lk.parser.parser.parser.parse_table
         self.start_state = table.start_states[start]
         self.end_state = table.end_states[start]
         self.actions: dict = {}

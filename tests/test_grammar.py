@@ -479,6 +479,20 @@ def test_strict_refuses_shift_reduce_conflicts():
         constrained.grammar(text, strict=True)
 
 
+def test_grammar_from_rules():
+    """Generated grammars skip lark's grammar text: rules over DFA terminals."""
+    from constrained.dfa import from_regex, literal
+    from constrained.grammar import grammar_from_rules
+
+    terminals = {"NUMBER": from_regex("[0-9]+"), "PLUS": literal(b"+")}
+    rules = {"sum": [("NUMBER",), ("sum", "PLUS", "NUMBER")]}
+    g = grammar_from_rules(rules, "sum", terminals, {"SPACE": literal(b" ")})
+    assert g.matches("1 + 22+3") and not g.matches("1 +") and not g.matches("1  + 2")
+    conflicting = {"start": [("x",), ("x", "A"), ("y",)], "x": [("B",)], "y": [("B", "A")]}
+    with pytest.raises(constrained.ConstrainedError, match="shift/reduce conflict for A"):
+        grammar_from_rules(conflicting, "start", {"A": literal(b"a"), "B": literal(b"b")}, {})
+
+
 def test_nothing_ignored_after_glued_terminals(tokenizers):
     text = 'start: A B C\nA: "a"\nB: "b"\nC: "c"\n%ignore " "'
     glued = constrained.grammar(text, glued={"A"})
