@@ -31,8 +31,8 @@ def moore_blocks(transitions, accepting) -> int:
         successors = np.where(transitions >= 0, block[np.maximum(transitions, 0)], -1)
         _, refined = np.unique(np.column_stack([block, successors]), axis=0, return_inverse=True)
         refined = refined.ravel()
-        if refined.max() == block.max():
-            return int(refined.max()) + 1
+        if len(np.unique(refined)) == len(np.unique(block)):
+            return len(np.unique(refined))
         block = refined
 
 
