@@ -291,7 +291,7 @@ class Schemas:
             if key in self._ids:
                 i = self._ids[key]
                 break
-            schema = self._schema_at(pointer)
+            schema = self.schema_at(pointer)
             if schema is True or (isinstance(schema, dict) and not any(k in ENFORCED or k in REFUSED for k in schema)):
                 self._ignore_unknown(schema, pointer)
                 i = TRUE
@@ -329,7 +329,7 @@ class Schemas:
             return self.documents.resolve(schema[key], pointer)
         target = self.documents.resolve_dynamic(schema[key], pointer, scope)
         if target is None:
-            self._refuse(key, pointer, "it is outside the keywords that hold schemas, so its dynamic scope is "
+            self.refuse(key, pointer, "it is outside the keywords that hold schemas, so its dynamic scope is "
                          "not known")
         return target
 
@@ -361,14 +361,14 @@ class Schemas:
 
     def _normalise(self, pointer: str, scope: tuple) -> Node:
         self._scope = scope
-        schema = self._schema_at(pointer)
+        schema = self.schema_at(pointer)
         if not isinstance(schema, dict):
             raise ConstrainedError(f"malformed schema at {where(pointer)}: a schema is an object or a boolean, "
                                    f"got {json_lib.dumps(schema)[:60]}")
         self._ignore_unknown(schema, pointer)
         for key in schema:
             if key in REFUSED:
-                self._refuse(key, pointer, REFUSED[key])
+                self.refuse(key, pointer, REFUSED[key])
         types = self._types(schema, pointer)
         node = Node(pointer)
         node.scalar = self._scalar(schema, pointer, types, node)
@@ -396,7 +396,7 @@ class Schemas:
                                        "json_schema does not know")
         return frozenset().union(*(keys for uri, keys in VOCABULARY_KEYWORDS.items() if uri not in vocabularies))
 
-    def _schema_at(self, pointer: str):
+    def schema_at(self, pointer: str):
         """The schema at ``pointer`` without the keywords of unused vocabularies."""
         schema = self.documents.at(pointer)
         if not self.unused or not isinstance(schema, dict) or not self.unused & schema.keys():
@@ -411,14 +411,15 @@ class Schemas:
                 if key not in ENFORCED and key not in ANNOTATIONS and key not in REFUSED:
                     self.ignored.add(f"{key} at {where(pointer)}")
 
-    def _refuse(self, key: str, pointer: str, why: str) -> None:
+    def refuse(self, key: str, pointer: str, why: str) -> None:
         """A keyword that cannot be enforced: an error, or skipped when lenient."""
         message = f"unsupported keyword {key!r} at {where(pointer)}: {why}"
         if not self.lenient:
             raise ConstrainedError(message + " (lenient=True skips it)")
         self.skipped.append(message)
 
-    def _child(self, schema: dict, key: str, pointer: str, *path) -> int:
+    def child(self, schema: dict, key: str, pointer: str, *path) -> int:
+        """The node of the subschema at ``pointer``/``key``/``path`` (in the current dynamic scope)."""
         return self.node_id("/".join([pointer, escape(key)] + [escape(s) for s in path]), self._scope)
 
     def _types(self, schema: dict, pointer: str) -> set:
@@ -475,7 +476,7 @@ class Schemas:
             return _number_language(integer, integer and self.integers_without_fraction, **args)
         except ConstrainedError as e:
             keys = ", ".join(repr(k) for k in _NUMBER_KEYWORDS if k in schema)
-            self._refuse(keys or "type", pointer, str(e))
+            self.refuse(keys or "type", pointer, str(e))
             return _number_language(integer, integer and self.integers_without_fraction)
 
     def _number_value(self, schema: dict, key: str, pointer: str):
@@ -510,12 +511,12 @@ class Schemas:
                 try:
                     _string_language(**{key: args[key]})
                 except ConstrainedError as e:
-                    self._refuse(key, pointer, str(e))
+                    self.refuse(key, pointer, str(e))
                     del args[key]
         try:
             return _string_language(**args)
         except ConstrainedError as e:
-            self._refuse("/".join(k for k in _STRING_KEYWORDS if k in schema), pointer, str(e))
+            self.refuse("/".join(k for k in _STRING_KEYWORDS if k in schema), pointer, str(e))
             return _string_language()
 
     def _restrict_to_values(self, node: Node, schema: dict, key: str, pointer: str) -> None:
@@ -570,26 +571,26 @@ class Schemas:
                 "minProperties", "maxProperties")
         if not any(k in schema for k in keys):
             return ANY
-        properties = self._map(schema, "properties", pointer)
+        properties = self.object_keyword(schema, "properties", pointer)
         required = schema.get("required", [])
         if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
             raise ConstrainedError(f"malformed schema: 'required' at {where(pointer)} must be a list of strings")
         patterns = []
-        for pattern in self._map(schema, "patternProperties", pointer):
+        for pattern in self.object_keyword(schema, "patternProperties", pointer):
             try:
                 key_language = _string_language(pattern=pattern)
             except ConstrainedError as e:
-                self._refuse("patternProperties", f"{pointer}/patternProperties/{escape(pattern)}", str(e))
+                self.refuse("patternProperties", f"{pointer}/patternProperties/{escape(pattern)}", str(e))
                 continue
-            patterns.append((pattern, key_language, self._child(schema, "patternProperties", pointer, pattern)))
+            patterns.append((pattern, key_language, self.child(schema, "patternProperties", pointer, pattern)))
         return ObjectAtom(
-            properties=tuple((name, self._child(schema, "properties", pointer, name)) for name in properties),
+            properties=tuple((name, self.child(schema, "properties", pointer, name)) for name in properties),
             required=tuple(dict.fromkeys(required)),
             patterns=tuple(patterns),
-            additional=self._child(schema, "additionalProperties", pointer)
+            additional=self.child(schema, "additionalProperties", pointer)
             if "additionalProperties" in schema else TRUE,
             explicit_additional="additionalProperties" in schema,
-            names=self._child(schema, "propertyNames", pointer) if "propertyNames" in schema else TRUE,
+            names=self.child(schema, "propertyNames", pointer) if "propertyNames" in schema else TRUE,
             min_properties=self._count(schema, "minProperties", pointer) or 0,
             max_properties=self._count(schema, "maxProperties", pointer),
         )
@@ -600,15 +601,15 @@ class Schemas:
             return ANY
         items = schema.get("items")
         if isinstance(items, list):  # draft-04..2019-09: a tuple, then additionalItems
-            prefix = tuple(self._child(schema, "items", pointer, k) for k in range(len(items)))
-            rest = self._child(schema, "additionalItems", pointer) if "additionalItems" in schema else TRUE
+            prefix = tuple(self.child(schema, "items", pointer, k) for k in range(len(items)))
+            rest = self.child(schema, "additionalItems", pointer) if "additionalItems" in schema else TRUE
         else:
             prefix_items = schema.get("prefixItems", [])
             if not isinstance(prefix_items, list):
                 raise ConstrainedError(f"malformed schema: 'prefixItems' at {where(pointer)} must be a list")
-            prefix = tuple(self._child(schema, "prefixItems", pointer, k) for k in range(len(prefix_items)))
-            rest = self._child(schema, "items", pointer) if "items" in schema else TRUE
-        contains = self._child(schema, "contains", pointer) if "contains" in schema else None
+            prefix = tuple(self.child(schema, "prefixItems", pointer, k) for k in range(len(prefix_items)))
+            rest = self.child(schema, "items", pointer) if "items" in schema else TRUE
+        contains = self.child(schema, "contains", pointer) if "contains" in schema else None
         unique = schema.get("uniqueItems", False)
         if not isinstance(unique, bool):
             raise ConstrainedError(f"malformed schema: 'uniqueItems' at {where(pointer)} must be a boolean")
@@ -625,7 +626,8 @@ class Schemas:
             pointer=pointer,
         )
 
-    def _map(self, schema: dict, key: str, pointer: str) -> dict:
+    def object_keyword(self, schema: dict, key: str, pointer: str) -> dict:
+        """The value of keyword ``key`` ({} when absent), which must be an object."""
         value = schema.get(key, {})
         if not isinstance(value, dict):
             raise ConstrainedError(f"malformed schema: {key!r} at {where(pointer)} must be an object")
@@ -652,7 +654,7 @@ class Schemas:
                 group = schema[key]
                 if not isinstance(group, list) or not group:
                     raise ConstrainedError(f"malformed schema: {key!r} at {where(pointer)} must be a non-empty list")
-                ids = tuple(self._child(schema, key, pointer, k) for k in range(len(group)))
+                ids = tuple(self.child(schema, key, pointer, k) for k in range(len(group)))
                 if key == "allOf":
                     all_of += ids
                 elif key == "anyOf":
@@ -660,11 +662,11 @@ class Schemas:
                 else:
                     node.one_of += (ids,)
         if "not" in schema:
-            node.not_ += (self._child(schema, "not", pointer),)
+            node.not_ += (self.child(schema, "not", pointer),)
         if "if" in schema and ("then" in schema or "else" in schema):
-            condition = self._child(schema, "if", pointer)
-            then = self._child(schema, "then", pointer) if "then" in schema else TRUE
-            otherwise = self._child(schema, "else", pointer) if "else" in schema else TRUE
+            condition = self.child(schema, "if", pointer)
+            then = self.child(schema, "then", pointer) if "then" in schema else TRUE
+            otherwise = self.child(schema, "else", pointer) if "else" in schema else TRUE
             node.any_of += ((self.conjunction([condition, then]),
                              self.conjunction([self.negation(condition, pointer + "/if"), otherwise])),)
         self._dependencies(schema, pointer, node)
@@ -674,7 +676,7 @@ class Schemas:
         """dependentRequired / dependentSchemas (draft-04..07: dependencies): when
         the key is present, the object must also satisfy the other schema."""
         for key in ("dependentRequired", "dependentSchemas", "dependencies"):
-            for name, value in self._map(schema, key, pointer).items():
+            for name, value in self.object_keyword(schema, key, pointer).items():
                 where = f"{pointer}/{key}/{escape(name)}"
                 if isinstance(value, list):
                     if not all(isinstance(v, str) for v in value):
@@ -683,7 +685,7 @@ class Schemas:
                 elif key == "dependentRequired":
                     raise ConstrainedError(f"malformed schema: {key!r} at {where} must be a list of names")
                 else:
-                    then = self._child(schema, key, pointer, name)
+                    then = self.child(schema, key, pointer, name)
                 absent = self.negation(self.has_keys((name,), where), where)
                 node.any_of += ((absent, then),)
 

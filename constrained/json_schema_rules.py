@@ -1092,12 +1092,12 @@ class _ArrayProduct(_Product):
         for node in positions:
             found = builder.finite_values(node)
             if found is None:
-                schemas._refuse("uniqueItems", atom.pointer, "it is only enforced for items that take at most "
+                schemas.refuse("uniqueItems", atom.pointer, "it is only enforced for items that take at most "
                                 f"{MAX_UNIQUE} scalar values (enum, const, boolean)")
                 return ()
             values.update(found)
         if len(values) > MAX_UNIQUE:
-            schemas._refuse("uniqueItems", atom.pointer, f"the items take {len(values)} values, and distinct values "
+            schemas.refuse("uniqueItems", atom.pointer, f"the items take {len(values)} values, and distinct values "
                             f"are only tracked for up to {MAX_UNIQUE}")
             return ()
         return tuple(schemas.constant(v, atom.pointer) for v in values.values())

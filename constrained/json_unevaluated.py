@@ -58,7 +58,7 @@ def restrict_unevaluated(schemas, schema: dict, pointer: str, node: Node) -> Non
     for key, kind in (("unevaluatedProperties", "object"), ("unevaluatedItems", "array")):
         if key not in schema:
             continue
-        rest = schemas._child(schema, key, pointer)
+        rest = schemas.child(schema, key, pointer)
         if rest == TRUE:
             continue
         try:
@@ -66,7 +66,7 @@ def restrict_unevaluated(schemas, schema: dict, pointer: str, node: Node) -> Non
             make = _object_regions if kind == "object" else _array_regions
             node.any_of += make(schemas, terms, rest, f"{pointer}/{key}")
         except ConstrainedError as e:
-            schemas._refuse(key, pointer, str(e))
+            schemas.refuse(key, pointer, str(e))
 
 
 def _terms(schemas, schema: dict, pointer: str, kind: str, path: tuple, memo: dict) -> dict:
@@ -83,7 +83,7 @@ def _terms(schemas, schema: dict, pointer: str, kind: str, path: tuple, memo: di
     terms = {frozenset(): _own(schemas, schema, pointer, kind, top=not path)}
 
     def add(child_pointer: str, condition=TRUE):
-        child = schemas._schema_at(child_pointer)
+        child = schemas.schema_at(child_pointer)
         if isinstance(child, dict):
             for c, evaluated in _terms(schemas, child, child_pointer, kind, path + (pointer,), memo).items():
                 c = c | {condition} - {TRUE}
@@ -93,16 +93,16 @@ def _terms(schemas, schema: dict, pointer: str, kind: str, path: tuple, memo: di
         add(schemas.documents.resolve(schema["$ref"], pointer))
     for key in ("allOf", "anyOf", "oneOf"):
         for k in range(len(schema.get(key, ()))):
-            add(f"{pointer}/{key}/{k}", TRUE if key == "allOf" else schemas._child(schema, key, pointer, k))
+            add(f"{pointer}/{key}/{k}", TRUE if key == "allOf" else schemas.child(schema, key, pointer, k))
     if "if" in schema:
-        holds = schemas._child(schema, "if", pointer)
+        holds = schemas.child(schema, "if", pointer)
         add(f"{pointer}/if", holds)
         if "then" in schema:
             add(f"{pointer}/then", holds)
         if "else" in schema:
             add(f"{pointer}/else", schemas.negation(holds, f"{pointer}/if"))
     for key in ("dependentSchemas", "dependencies") if kind == "object" else ():  # they only apply to objects
-        for name, value in schemas._map(schema, key, pointer).items():
+        for name, value in schemas.object_keyword(schema, key, pointer).items():
             if isinstance(value, (dict, bool)):
                 here = f"{pointer}/{key}/{escape(name)}"
                 add(here, schemas.has_keys((name,), here))
@@ -113,8 +113,8 @@ def _terms(schemas, schema: dict, pointer: str, kind: str, path: tuple, memo: di
 def _own(schemas, schema: dict, pointer: str, kind: str, top: bool) -> Evaluated:
     """What ``schema``'s own keywords evaluate (a nested unevaluated* evaluates everything)."""
     if kind == "object":
-        return Evaluated(names=tuple(schemas._map(schema, "properties", pointer)),
-                         patterns=tuple(schemas._map(schema, "patternProperties", pointer)),
+        return Evaluated(names=tuple(schemas.object_keyword(schema, "properties", pointer)),
+                         patterns=tuple(schemas.object_keyword(schema, "patternProperties", pointer)),
                          every="additionalProperties" in schema or not top and "unevaluatedProperties" in schema)
     items = schema.get("items")
     if isinstance(items, list):  # draft-04..2019-09 tuples
@@ -122,7 +122,7 @@ def _own(schemas, schema: dict, pointer: str, kind: str, top: bool) -> Evaluated
     else:
         prefix_items = schema.get("prefixItems", [])
         prefix, every = len(prefix_items) if isinstance(prefix_items, list) else 0, "items" in schema
-    contains = (schemas._child(schema, "contains", pointer),) if "contains" in schema else ()
+    contains = (schemas.child(schema, "contains", pointer),) if "contains" in schema else ()
     return Evaluated(prefix=prefix, contains=tuple(c for c in contains if c != FALSE),
                      every=every or TRUE in contains or not top and "unevaluatedItems" in schema)
 
