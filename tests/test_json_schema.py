@@ -295,6 +295,37 @@ def test_repeated_undeclared_names_never_pass_an_invalid_object(schema, text, va
     assert compiled(schema).matches(text) == valid_as_read
 
 
+def object_schemas(depth: int = 1):
+    """Object schemas where repeated names could matter: counts, value schemas
+    for undeclared names, and not / oneOf / anyOf over such schemas."""
+    values = st.sampled_from([{}, {"type": "integer"}, {"type": "string"}])
+    own = st.fixed_dictionaries({"type": st.just("object")}, optional={
+        "properties": st.dictionaries(st.sampled_from("ab"), values, max_size=2),
+        "additionalProperties": st.sampled_from([True, False, {"type": "integer"}, {"type": "string"}]),
+        "patternProperties": st.just({"^x": {"type": "integer"}}),
+        "minProperties": st.integers(0, 3),
+        "maxProperties": st.integers(0, 3),
+    })
+    if depth == 0:
+        return own
+    inner = object_schemas(depth - 1)
+    return st.one_of(own, st.builds(lambda s, n: s | {"not": n}, own, inner),
+                     st.builds(lambda s, a, b: s | {"oneOf": [a, b]}, own, inner, inner),
+                     st.builds(lambda s, a, b: s | {"anyOf": [a, b]}, own, inner, inner))
+
+
+@given(schema=object_schemas(), members=st.lists(
+    st.tuples(st.sampled_from(["a", "b", "x", "y", "xz"]), st.sampled_from([1, 2, "s", "t"])), max_size=4))
+def test_objects_with_repeated_names_are_accepted_only_when_valid_as_parsed(schema, members):
+    try:
+        grammar = compiled(schema)
+    except ConstrainedError:
+        return  # a schema that needs distinct undeclared names may be refused
+    text = "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in members) + "}"
+    if grammar.matches(text):
+        assert valid(schema, json.loads(text)), text
+
+
 def test_one_undeclared_member_per_region_only_where_repeats_matter():
     assert accepts(compiled({"not": {"additionalProperties": {"type": "string"}}}), {"x": 1, "y": 2})
     assert accepts(compiled({"anyOf": [{"additionalProperties": {"type": "string"}}, {"required": ["a"]}]}),
