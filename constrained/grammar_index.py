@@ -44,12 +44,23 @@ class _Walk:
     (packed) those whose first byte already starts a new lexeme, after the current
     one is emitted as ``zero_term``; ``later``: per terminal emitted, the tokens
     that leave the lexeme after one byte or more, with the offset of the byte that
-    starts the next lexeme."""
+    starts the next lexeme, as a ``_Group``."""
 
     __slots__ = ("inside", "zero_term", "zero_bits", "later")
 
     def __init__(self, inside, zero_term, zero_bits, later):
         self.inside, self.zero_term, self.zero_bits, self.later = inside, zero_term, zero_bits, later
+
+
+class _Group:
+    """Tokens with the offset of the byte each goes on from, and an id that is the
+    same for equal groups: what happens to them in a lexeme depends only on the
+    group and the lexeme's state and context, however the tokens got there."""
+
+    __slots__ = ("id", "tok", "off")
+
+    def __init__(self, id, tok, off):
+        self.id, self.tok, self.off = id, tok, off
 
 
 class GrammarIndex:
@@ -73,6 +84,7 @@ class GrammarIndex:
         self.words = (vocab.size + 31) // 32
         self._walks: dict = {}
         self._nodes: dict = {}
+        self._group_ids: dict = {}
         self._nothing = np.zeros(self.words, dtype=np.uint32)
         self._canon: dict = {}
         self._canon_ids: dict = {}
@@ -167,8 +179,8 @@ class GrammarIndex:
         if walk.zero_term >= 0:
             words |= self.mask(*language.after(stack, walk.zero_term)) & walk.zero_bits
         found = []
-        for term, (tok, off) in walk.later.items():
-            found += self._follow((seen, ctx.key, term), tok, off, *language.after(stack, term))
+        for term, group in walk.later.items():
+            found += self._follow(group, *language.after(stack, term))
         if found:
             words |= self._pack_ids(np.concatenate(found))
         if language.eos_ok(q, stack):
@@ -189,7 +201,7 @@ class GrammarIndex:
             result = _Walk(self._nothing, -1, None, {})
         elif len(live) == 1:  # inside most lexemes: one terminal, whatever the grammar around it
             k, (stay, first_out, tok, off, _) = live[0], exits[0]
-            result = _Walk(stay, int(ctx.choice[q]), first_out, {k: (tok, off)} if len(tok) else {})
+            result = _Walk(stay, int(ctx.choice[q]), first_out, {k: self._group(tok, off)} if len(tok) else {})
         else:
             result = self._combine(q, ctx, live, exits)
         if len(self._walks) >= _WALK_CACHE:
@@ -220,31 +232,49 @@ class GrammarIndex:
         _, _, b_tok, b_off, b_state = self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, ctx.alive_lark)
         parts.append((b_tok, b_off, ctx.choice[b_state]))
         zero_term = int(ctx.choice[q])
-        later = _by_terminal(*(np.concatenate(column) for column in zip(*parts)))
+        later = self._by_terminal(*(np.concatenate(column) for column in zip(*parts)))
         return _Walk(inside, zero_term, first_out if zero_term >= 0 else None, later)
 
-    def _follow(self, path: tuple, tok, off, q: int, stack) -> list:
-        """Arrays of the tokens among ``tok`` whose bytes from ``off`` on are allowed
-        from a fresh lexeme in state ``q`` with ``stack`` (None: rejected). The
-        tokens are walked together through the lexeme, then grouped by the terminal
-        emitted, lexeme after lexeme. Each walk is remembered under its path of
-        lexer states and contexts (which decides ``tok``), so a new stack in a known
-        situation only asks the parser again."""
+    def _follow(self, group: _Group, q: int, stack) -> list:
+        """Arrays of the tokens of ``group`` whose bytes from their offset on are
+        allowed from a fresh lexeme in state ``q`` with ``stack`` (None: rejected).
+        The tokens are walked together through the lexeme, then grouped by the
+        terminal emitted, lexeme after lexeme. Each walk is remembered under the
+        group, the lexeme's state and its context (which decide it), so a new
+        stack or another path to the same situation only asks the parser again."""
         if stack is None:
             return []
         ctx = self.language.context(stack)[0]
-        key = (path, self._canonical(q, ctx), ctx.key)
+        key = (group.id, self._canonical(q, ctx), ctx.key)
         node = self._nodes.get(key)
         if node is None:
-            ended, end_state, b_tok, b_off, b_state = self._walk(tok, off, q, ctx.alive_lark)
-            node = (ended[ctx.alive_valid[end_state]], _by_terminal(b_tok, b_off, ctx.choice[b_state]))
+            ended, end_state, b_tok, b_off, b_state = self._walk(group.tok, group.off, q, ctx.alive_lark)
+            node = (ended[ctx.alive_valid[end_state]], self._by_terminal(b_tok, b_off, ctx.choice[b_state]))
             if len(self._nodes) >= _NODE_CACHE:
                 self._nodes.clear()
             self._nodes[key] = node
         found = [node[0]]
-        for term, (tok2, off2) in node[1].items():
-            found += self._follow((key, term), tok2, off2, *self.language.after(stack, term))
+        for term, next_group in node[1].items():
+            found += self._follow(next_group, *self.language.after(stack, term))
         return found
+
+    def _group(self, tok: np.ndarray, off: np.ndarray) -> _Group:
+        """``tok`` and ``off`` as a ``_Group``, with the id of equal groups made before."""
+        digest = hashlib.blake2b(tok.tobytes() + b"|" + off.tobytes(), digest_size=16).digest()
+        if len(self._group_ids) >= _NODE_CACHE:
+            self._group_ids.clear()
+        return _Group(self._group_ids.setdefault(digest, len(self._group_ids)), tok, off)
+
+    def _by_terminal(self, tok, off, term) -> dict:
+        """{terminal: _Group} for tokens leaving a lexeme emitted as ``term`` (-1: dropped)."""
+        emitted = term >= 0
+        tok, off, term = tok[emitted], off[emitted], term[emitted]
+        if not len(term):
+            return {}
+        order = np.argsort(term, kind="stable")
+        tok, off, term = tok[order], off[order], term[order]
+        cuts = np.flatnonzero(term[1:] != term[:-1]) + 1
+        return {int(t[0]): self._group(a, b) for t, a, b in zip(np.split(term, cuts), np.split(tok, cuts), np.split(off, cuts))}
 
     def _walk(self, tok, off, q: int, alive, trans=None):
         """Walk tokens ``tok`` from byte ``off`` in state ``q`` of ``trans`` (the
@@ -276,18 +306,6 @@ class GrammarIndex:
             state = nxt.astype(np.int64)
             pos = pos + 1
         return _cat(ended), _cat(end_state), _cat(b_tok), _cat(b_off), _cat(b_p)
-
-
-def _by_terminal(tok, off, term) -> dict:
-    """{terminal: (tokens, offsets)} for tokens leaving a lexeme emitted as ``term`` (-1: dropped)."""
-    emitted = term >= 0
-    tok, off, term = tok[emitted], off[emitted], term[emitted]
-    if not len(term):
-        return {}
-    order = np.argsort(term, kind="stable")
-    tok, off, term = tok[order], off[order], term[order]
-    cuts = np.flatnonzero(term[1:] != term[:-1]) + 1
-    return {int(t[0]): (a, b) for t, a, b in zip(np.split(term, cuts), np.split(tok, cuts), np.split(off, cuts))}
 
 
 def _cat(parts) -> np.ndarray:
