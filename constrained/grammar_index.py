@@ -30,6 +30,7 @@ from .vocab import Vocabulary, padded_bytes
 _MASK_CACHE = 50_000  # masks kept per grammar and vocabulary, keyed by stack suffix (equal masks share one array)
 _WALK_CACHE = 2_000  # token walks from a lexer state kept per grammar and vocabulary
 _NODE_CACHE = 50_000  # walks of tokens that crossed into a new lexeme, kept likewise
+_TRACE_STATES = 8_000_000  # lexer states kept in traces (see _Trace) per grammar and vocabulary, 8 bytes each
 _TERMINALS_KEPT = 64  # terminals' token tables shared across grammars, per vocabulary (the most recent)
 _WHOLE_TABLE_STATES = 200  # terminals with more DFA states get a token row per state reached, not a whole table
 _WIDE_STATES = 24  # and so do those with more states where a state lets in most bytes (bounded strings)
@@ -63,6 +64,24 @@ class _Group:
         self.id, self.tok, self.off = id, tok, off
 
 
+class _Trace:
+    """A group's tokens walked from lexer state ``q`` with every terminal alive,
+    byte by byte, until each token ends or leaves them all. Tokens that pass
+    through the same lexer states share one path, kept once: a tree with a level
+    per byte (path i reaches ``state[i]``, extends path ``parent[i]`` (-1: none)
+    and is ``depth[i]`` bytes past the first). A context's walk of a token is its
+    path up to the first state that no terminal the context accepts keeps alive,
+    so each context reads its walks off the paths (``GrammarIndex._read``)
+    instead of walking the bytes again. The tokens (``tok``, ``off``) are sorted
+    by the path each one ends on (``end``); ``levels``: where each depth's paths start."""
+
+    __slots__ = ("q", "state", "parent", "depth", "levels", "tok", "off", "end")
+
+    def __init__(self, q, state, parent, depth, levels, tok, off, end):
+        self.q, self.state, self.parent, self.depth, self.levels = q, state, parent, depth, levels
+        self.tok, self.off, self.end = tok, off, end
+
+
 class GrammarIndex:
     """A grammar over one vocabulary: token masks per (lexer state, parser stack),
     remembered under the top of the stack that decided them."""
@@ -85,6 +104,8 @@ class GrammarIndex:
         self._walks: dict = {}
         self._nodes: dict = {}
         self._group_ids: dict = {}
+        self._traces: OrderedDict = OrderedDict()
+        self._trace_states = 0
         self._nothing = np.zeros(self.words, dtype=np.uint32)
         self._canon: dict = {}
         self._canon_ids: dict = {}
@@ -248,8 +269,8 @@ class GrammarIndex:
         key = (group.id, self._canonical(q, ctx), ctx.key)
         node = self._nodes.get(key)
         if node is None:
-            ended, end_state, b_tok, b_off, b_state = self._walk(group.tok, group.off, q, ctx.alive_lark)
-            node = (ended[ctx.alive_valid[end_state]], self._by_terminal(b_tok, b_off, ctx.choice[b_state]))
+            accepted, b_tok, b_off, b_state = self._read(self._trace(group, q), ctx)
+            node = (accepted, self._by_terminal(b_tok, b_off, ctx.choice[b_state]))
             if len(self._nodes) >= _NODE_CACHE:
                 self._nodes.clear()
             self._nodes[key] = node
@@ -258,23 +279,72 @@ class GrammarIndex:
             found += self._follow(next_group, *self.language.after(stack, term))
         return found
 
+    def _trace(self, group: _Group, q: int) -> _Trace:
+        """The ``_Trace`` of ``group`` from state q (made once, kept while room)."""
+        key = (group.id, q)
+        hit = self._traces.get(key)
+        if hit is not None:
+            self._traces.move_to_end(key)
+            return hit
+        trans, dead = self.lexer.trans, self.lexer.n_states
+        lengths, matrix = self.lengths, self.bytes
+        n = len(group.tok)
+        who, tok, pos = np.arange(n), group.tok, group.off
+        path, state = np.full(n, -1), np.full(n, q, dtype=np.int32)
+        end = np.empty(n, dtype=np.int64)
+        states, parents, levels = [], [], [0]
+        while len(who):
+            state = trans[state, matrix[tok, pos]]
+            paths, path = np.unique((path + 1) * (dead + 1) + state, return_inverse=True)
+            parents.append(paths // (dead + 1) - 1)
+            states.append((paths % (dead + 1)).astype(np.int32))
+            path = path + levels[-1]
+            levels.append(levels[-1] + len(paths))
+            end[who] = path
+            pos = pos + 1
+            going = (state < dead) & (pos < lengths[tok])
+            who, tok, pos, path, state = who[going], tok[going], pos[going], path[going], state[going]
+        order = np.argsort(end, kind="stable")
+        depth = np.repeat(np.arange(len(levels) - 1), np.diff(levels))
+        hit = self._traces[key] = _Trace(q, np.concatenate(states), np.concatenate(parents), depth, levels,
+                                         group.tok[order], group.off[order], end[order])
+        self._trace_states += len(hit.tok) + levels[-1]
+        while self._trace_states > _TRACE_STATES and len(self._traces) > 1:
+            _, old = self._traces.popitem(last=False)
+            self._trace_states -= len(old.tok) + old.levels[-1]
+        return hit
+
+    def _read(self, trace: _Trace, ctx):
+        """``ctx``'s walk of a trace's tokens: the tokens that end inside the lexeme
+        where a valid terminal can still complete, then those that leave it (where
+        ``ctx.alive_lark`` turns false): token, offset of the byte that does not
+        fit, state before it."""
+        levels, parent = trace.levels, trace.parent
+        out = np.where(ctx.alive_lark[trace.state], -1, np.arange(levels[-1]))  # per path: where it leaves, if it does
+        for a, b in zip(levels[1:-1], levels[2:]):
+            above = out[parent[a:b]]
+            out[a:b] = np.where(above >= 0, above, out[a:b])
+        out = out[trace.end]
+        ended = out < 0
+        last = trace.state[trace.end[ended]]
+        out = out[~ended]
+        before = np.where(parent[out] >= 0, trace.state[parent[out]], trace.q)
+        return trace.tok[ended][ctx.alive_valid[last]], trace.tok[~ended], trace.off[~ended] + trace.depth[out], before
+
     def _group(self, tok: np.ndarray, off: np.ndarray) -> _Group:
         """``tok`` and ``off`` as a ``_Group``, with the id of equal groups made before."""
-        digest = hashlib.blake2b(tok.tobytes() + b"|" + off.tobytes(), digest_size=16).digest()
+        digest = hashlib.sha256(f"{len(tok)} {tok.dtype} {off.dtype}".encode())
+        digest.update(np.ascontiguousarray(tok))
+        digest.update(np.ascontiguousarray(off))
+        digest = digest.digest()
         if len(self._group_ids) >= _NODE_CACHE:
             self._group_ids.clear()
         return _Group(self._group_ids.setdefault(digest, len(self._group_ids)), tok, off)
 
     def _by_terminal(self, tok, off, term) -> dict:
         """{terminal: _Group} for tokens leaving a lexeme emitted as ``term`` (-1: dropped)."""
-        emitted = term >= 0
-        tok, off, term = tok[emitted], off[emitted], term[emitted]
-        if not len(term):
-            return {}
-        order = np.argsort(term, kind="stable")
-        tok, off, term = tok[order], off[order], term[order]
-        cuts = np.flatnonzero(term[1:] != term[:-1]) + 1
-        return {int(t[0]): self._group(a, b) for t, a, b in zip(np.split(term, cuts), np.split(tok, cuts), np.split(off, cuts))}
+        counts = np.bincount(term + 1)
+        return {t - 1: self._group(tok[term == t - 1], off[term == t - 1]) for t in np.flatnonzero(counts[1:]) + 1}
 
     def _walk(self, tok, off, q: int, alive, trans=None):
         """Walk tokens ``tok`` from byte ``off`` in state ``q`` of ``trans`` (the
