@@ -104,6 +104,7 @@ class GrammarIndex:
         self._walks: dict = {}
         self._nodes: dict = {}
         self._group_ids: dict = {}
+        self._walked: set = set()  # (group, state) walked in one context so far
         self._traces: OrderedDict = OrderedDict()
         self._trace_states = 0
         self._nothing = np.zeros(self.words, dtype=np.uint32)
@@ -262,14 +263,23 @@ class GrammarIndex:
         The tokens are walked together through the lexeme, then grouped by the
         terminal emitted, lexeme after lexeme. Each walk is remembered under the
         group, the lexeme's state and its context (which decide it), so a new
-        stack or another path to the same situation only asks the parser again."""
+        stack or another path to the same situation only asks the parser again.
+        A group a second context meets is traced (``_Trace``) rather than walked
+        again; one met once is just walked (a trace costs a few walks)."""
         if stack is None:
             return []
         ctx = self.language.context(stack)[0]
         key = (group.id, self._canonical(q, ctx), ctx.key)
         node = self._nodes.get(key)
         if node is None:
-            accepted, b_tok, b_off, b_state = self._read(self._trace(group, q), ctx)
+            if (group.id, q) in self._walked:  # another context walks it again: trace it once for all
+                accepted, b_tok, b_off, b_state = self._read(self._trace(group, q), ctx)
+            else:
+                if len(self._walked) >= _NODE_CACHE:
+                    self._walked.clear()
+                self._walked.add((group.id, q))
+                ended, end_state, b_tok, b_off, b_state = self._walk(group.tok, group.off, q, ctx.alive_lark)
+                accepted = ended[ctx.alive_valid[end_state]]
             node = (accepted, self._by_terminal(b_tok, b_off, ctx.choice[b_state]))
             if len(self._nodes) >= _NODE_CACHE:
                 self._nodes.clear()
