@@ -30,6 +30,7 @@ from .vocab import Vocabulary, padded_bytes
 _MASK_CACHE = 50_000  # masks kept per grammar and vocabulary, keyed by stack suffix (equal masks share one array)
 _WALK_CACHE = 2_000  # token walks from a lexer state kept per grammar and vocabulary
 _NODE_CACHE = 50_000  # walks of tokens that crossed into a new lexeme, kept likewise
+_DENSE_KEYS = 1 << 20  # trace paths are numbered through a table up to this size, else by sorting
 _TRACE_STATES = 8_000_000  # lexer states kept in traces (see _Trace) per grammar and vocabulary, 8 bytes each
 _TERMINALS_KEPT = 64  # terminals' token tables shared across grammars, per vocabulary (the most recent)
 _WHOLE_TABLE_STATES = 200  # terminals with more DFA states get a token row per state reached, not a whole table
@@ -300,17 +301,18 @@ class GrammarIndex:
         lengths, matrix = self.lengths, self.bytes
         n = len(group.tok)
         who, tok, pos = np.arange(n), group.tok, group.off
-        path, state = np.full(n, -1), np.full(n, q, dtype=np.int32)
+        path, state = np.zeros(n, dtype=np.int64), np.full(n, q, dtype=np.int32)  # path: its number in its level
         end = np.empty(n, dtype=np.int64)
         states, parents, levels = [], [], [0]
+        above = -1  # where the paths one level up start (-1: the level 0 paths extend none)
         while len(who):
             state = trans[state, matrix[tok, pos]]
-            paths, path = np.unique((path + 1) * (dead + 1) + state, return_inverse=True)
-            parents.append(paths // (dead + 1) - 1)
+            paths, path = _distinct(path * (dead + 1) + state, (levels[-1] - max(above, 0) or 1) * (dead + 1))
+            parents.append(paths // (dead + 1) + above if above >= 0 else np.full(len(paths), -1))
             states.append((paths % (dead + 1)).astype(np.int32))
-            path = path + levels[-1]
+            above = levels[-1]
             levels.append(levels[-1] + len(paths))
-            end[who] = path
+            end[who] = path + above
             pos = pos + 1
             going = (state < dead) & (pos < lengths[tok])
             who, tok, pos, path, state = who[going], tok[going], pos[going], path[going], state[going]
@@ -388,6 +390,19 @@ class GrammarIndex:
         return _cat(ended), _cat(end_state), _cat(b_tok), _cat(b_off), _cat(b_p)
 
 
+def _distinct(keys: np.ndarray, size: int):
+    """(the distinct keys ascending, each key's index among them) for keys in
+    [0, size): without a sort while a table of ``size`` entries is cheap."""
+    if size > _DENSE_KEYS:
+        return np.unique(keys, return_inverse=True)
+    present = np.zeros(size, dtype=bool)
+    present[keys] = True
+    found = np.flatnonzero(present)
+    index = np.empty(size, dtype=np.int64)
+    index[found] = np.arange(len(found))
+    return found, index[keys]
+
+
 def _cat(parts) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
@@ -418,21 +433,6 @@ def _by_first_byte(vocab: Vocabulary):
         first_byte = matrix[:, 0]
         by_first = np.flatnonzero(usable)[np.argsort(first_byte[usable], kind="stable")]
         hit = _BY_FIRST[vocab] = (by_first, np.searchsorted(first_byte[by_first], np.arange(257)), {})
-    return hit
-
-
-_BY_LENGTH: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDictionary()
-
-
-def _tokens_by_length(vocab: Vocabulary):
-    """The tokens sorted by length (``order``), their bytes as (position, token)
-    ``columns``, and per position the first token (in that order) that long."""
-    hit = _BY_LENGTH.get(vocab)
-    if hit is None:
-        matrix, lengths = _token_matrix(vocab)
-        order = np.argsort(lengths, kind="stable")
-        runs = np.searchsorted(lengths[order], np.arange(matrix.shape[1]), side="right")
-        hit = _BY_LENGTH[vocab] = (np.ascontiguousarray(matrix[order].T), runs, order)
     return hit
 
 
@@ -535,20 +535,22 @@ class _TerminalTokens:
         return None if row is None else int(row[token])
 
     def _row(self, s: int) -> np.ndarray:
-        """Per token, the state after it from s (-1: dead), walking all tokens
-        byte by byte at once: shortest first, so each byte position updates one
-        contiguous run (a trie walk from one state visits most of the trie here)."""
+        """Per token, the state after it from s (-1: dead), from a walk of the
+        whole vocabulary trie from s, a level at a time (each node once, where
+        walking every token byte by byte would walk shared prefixes again)."""
         row = self._rows.get(s)
         if row is not None:
             self._rows.move_to_end(s)
         else:
-            columns, runs, order = _tokens_by_length(self.vocab)
-            state = np.full(len(order), s, dtype=np.int32)
-            state[: runs[0]] = self.dfa.n_states  # tokens without bytes
-            for j, first in enumerate(runs.tolist()):
-                state[first:] = self.trans[state[first:], columns[j, first:]]
-            row = np.empty_like(state)
-            row[order] = np.where(state == self.dfa.n_states, -1, state)
+            trie, dead = self.vocab.trie, self.dfa.n_states
+            bounds = trie.level_start.tolist()
+            state = np.empty(trie.n_nodes + 1, dtype=np.int32)
+            state[-1] = dead  # for tokens without bytes (node -1)
+            for a, b in zip(bounds, bounds[1:]):
+                above = state[trie.parent[a:b]] if a != bounds[0] else s
+                state[a:b] = self.trans[above, trie.byte[a:b]]
+            row = state[trie.token_node]
+            row[row == dead] = -1
             self._rows[s] = row
             if len(self._rows) > _ROWS_KEPT:
                 self._rows.popitem(last=False)

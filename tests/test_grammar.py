@@ -504,3 +504,57 @@ def test_nothing_ignored_after_glued_terminals(tokenizers):
     assert not matcher.is_allowed(encode_exact(tokenizers("llama3"), " b")[0])
     with pytest.raises(constrained.ConstrainedError, match="glued terminals \\['D'\\]"):
         constrained.grammar(text, glued={"D"})
+
+
+def test_traced_walks_agree_with_walking(tokenizers):
+    """A context reads its walk of a group of tokens off the group's trace (one
+    walk with every terminal alive): it finds the tokens that stay inside the
+    lexeme, and where and in which state the others leave it, exactly as
+    walking the group's bytes in that context does."""
+    from constrained.grammar_index import _Group
+
+    tok = tokenizers("llama3")
+    g = constrained.grammar(GRAMMARS / "sql.lark")
+    index = g.index(tok)
+    for text in ["SELECT a, b AS c FROM t WHERE NOT (a = 'x' OR b < 2) ORDER BY b DESC LIMIT 3",
+                 "SELECT DISTINCT COUNT(*), t.x + 1 FROM t, u GROUP BY t.x"]:
+        assert feed_text(g.matcher(tok), tok, text)
+    lengths = index.lengths
+    usable = np.flatnonzero(lengths > 0)
+    rng = np.random.default_rng(0)
+    spaced = usable[(index.bytes[usable, 0] == 32) & (lengths[usable] > 1)]
+    sample = rng.choice(usable[lengths[usable] > 1], 3000, replace=False)
+    groups = [(usable, np.zeros(len(usable), dtype=np.int64)), (spaced, np.ones(len(spaced), dtype=np.int64)),
+              (sample, rng.integers(0, lengths[sample]))]
+    contexts = list(index.lexer._contexts.values())
+    assert len(contexts) > 10
+    for number, (tokens, offsets) in enumerate(groups):
+        group = _Group(-1 - number, tokens, offsets)
+        for q in index.lexer.starts:
+            trace = index._trace(group, q)
+            for ctx in contexts:
+                accepted, b_tok, b_off, b_state = index._read(trace, ctx)
+                ended, end_state, w_tok, w_off, w_state = index._walk(tokens, offsets, q, ctx.alive_lark)
+                assert sorted(accepted.tolist()) == sorted(ended[ctx.alive_valid[end_state]].tolist())
+                assert sorted(zip(b_tok.tolist(), b_off.tolist(), b_state.tolist())) == \
+                    sorted(zip(w_tok.tolist(), w_off.tolist(), w_state.tolist()))
+
+
+def test_token_rows_of_large_terminals(tokenizers):
+    """A large terminal's row (its state after each token, from one state) is
+    what its DFA reads byte by byte."""
+    from constrained.dfa import from_regex
+    from constrained.grammar_index import _TerminalTokens
+
+    vocab = constrained.vocabulary(tokenizers("llama3"))
+    dfa = from_regex(r'"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4}){0,40}"')
+    terminal = _TerminalTokens(dfa, vocab, "test")
+    rng = np.random.default_rng(1)
+    tokens = rng.choice(vocab.size, 400, replace=False)
+    for s in rng.choice(dfa.n_states, 8, replace=False).tolist():
+        row = terminal._row(s)
+        for t in tokens.tolist():
+            state = s
+            for b in vocab.tokens[t]:
+                state = int(dfa.transitions[state, b]) if state >= 0 else -1
+            assert row[t] == (state if vocab.tokens[t] else -1), (s, vocab.tokens[t])
