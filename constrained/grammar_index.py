@@ -8,8 +8,10 @@ states for a small DFA, one row per state reached for a large one). These are
 shared by every grammar using the terminal. A lexer state where several
 terminals are alive combines their exits (``_combine``), so no step walks the
 whole vocabulary. Tokens that leave the lexeme are then followed from the parser
-stack, lexeme after lexeme, grouped by the terminal emitted; each such walk is
-remembered under its path of lexer states and contexts. A whole mask is
+stack, lexeme after lexeme, in groups by the terminal emitted; the walk of a
+group through a lexeme is remembered under the group, the lexeme's start state
+and its context, and a group that several contexts meet is traced once with
+every terminal alive, each context reading its walk off the trace. A whole mask is
 remembered under the top states of the stack it read (lalr.SuffixMemo), so the
 same situation at another nesting depth costs a dictionary lookup.
 """
@@ -56,8 +58,9 @@ class _Walk:
 
 class _Group:
     """Tokens with the offset of the byte each goes on from, and an id that is the
-    same for equal groups: what happens to them in a lexeme depends only on the
-    group and the lexeme's state and context, however the tokens got there."""
+    same for equal groups (a digest): what happens to them in a lexeme depends
+    only on the group and the lexeme's state and context, however the tokens got
+    there."""
 
     __slots__ = ("id", "tok", "off")
 
@@ -104,7 +107,6 @@ class GrammarIndex:
         self.words = (vocab.size + 31) // 32
         self._walks: dict = {}
         self._nodes: dict = {}
-        self._group_ids: dict = {}
         self._walked: set = set()  # (group, state) walked in one context so far
         self._traces: OrderedDict = OrderedDict()
         self._trace_states = 0
@@ -343,15 +345,13 @@ class GrammarIndex:
         before = np.where(parent[out] >= 0, trace.state[parent[out]], trace.q)
         return trace.tok[ended][ctx.alive_valid[last]], trace.tok[~ended], trace.off[~ended] + trace.depth[out], before
 
-    def _group(self, tok: np.ndarray, off: np.ndarray) -> _Group:
-        """``tok`` and ``off`` as a ``_Group``, with the id of equal groups made before."""
+    @staticmethod
+    def _group(tok: np.ndarray, off: np.ndarray) -> _Group:
+        """``tok`` and ``off`` as a ``_Group``, whose id is a digest of both."""
         digest = hashlib.sha256(f"{len(tok)} {tok.dtype} {off.dtype}".encode())
         digest.update(np.ascontiguousarray(tok))
         digest.update(np.ascontiguousarray(off))
-        digest = digest.digest()
-        if len(self._group_ids) >= _NODE_CACHE:
-            self._group_ids.clear()
-        return _Group(self._group_ids.setdefault(digest, len(self._group_ids)), tok, off)
+        return _Group(digest.digest(), tok, off)
 
     def _by_terminal(self, tok, off, term) -> dict:
         """{terminal: _Group} for tokens leaving a lexeme emitted as ``term`` (-1: dropped)."""

@@ -511,8 +511,6 @@ def test_traced_walks_agree_with_walking(tokenizers):
     walk with every terminal alive): it finds the tokens that stay inside the
     lexeme, and where and in which state the others leave it, exactly as
     walking the group's bytes in that context does."""
-    from constrained.grammar_index import _Group
-
     tok = tokenizers("llama3")
     g = constrained.grammar(GRAMMARS / "sql.lark")
     index = g.index(tok)
@@ -528,8 +526,8 @@ def test_traced_walks_agree_with_walking(tokenizers):
               (sample, rng.integers(0, lengths[sample]))]
     contexts = list(index.lexer._contexts.values())
     assert len(contexts) > 10
-    for number, (tokens, offsets) in enumerate(groups):
-        group = _Group(-1 - number, tokens, offsets)
+    for tokens, offsets in groups:
+        group = index._group(tokens, offsets)
         for q in index.lexer.starts:
             trace = index._trace(group, q)
             for ctx in contexts:
