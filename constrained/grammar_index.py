@@ -37,6 +37,8 @@ _TRACE_STATES = 8_000_000  # lexer states kept in traces (see _Trace) per gramma
 _TERMINALS_KEPT = 64  # terminals' token tables shared across grammars, per vocabulary (the most recent)
 _WHOLE_TABLE_STATES = 200  # terminals with more DFA states get a token row per state reached, not a whole table
 _WIDE_STATES = 24  # and so do those with more states where a state lets in most bytes (bounded strings)
+_NARROW_BYTES = 40  # but those where no state lets in more bytes than this get a whole table
+_NARROW_STATES = 1000  # up to this many states
 _ROWS_KEPT = 256  # such rows kept per terminal (the most recently used)
 _EXITS_KEPT = 4096  # per terminal, states whose exits are kept (the most recently used)
 
@@ -495,10 +497,15 @@ def _whole_table_pays(dfa: DFA) -> bool:
     """Whether one trie walk over all states beats a row per state reached. The
     walk costs about (states x tokens alive); a DFA where most bytes go on
     (a string of at most n characters) keeps most of the vocabulary alive in
-    every state, and a generation reaches few of its states."""
+    every state, and a generation reaches few of its states. One where every
+    state lets in a few bytes (a long literal, an enum) keeps few tokens alive
+    anywhere: its whole table costs about one row (a few ms on 128k tokens)."""
+    widest = int((dfa.transitions >= 0).sum(axis=1).max())
+    if widest <= _NARROW_BYTES:
+        return dfa.n_states <= _NARROW_STATES
     if dfa.n_states > _WHOLE_TABLE_STATES:
         return False
-    return dfa.n_states <= _WIDE_STATES or int((dfa.transitions >= 0).sum(axis=1).max()) < 128
+    return dfa.n_states <= _WIDE_STATES or widest < 128
 
 
 class _TerminalTokens:
