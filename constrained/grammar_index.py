@@ -34,6 +34,7 @@ _WALK_CACHE = 2_000  # token walks from a lexer state kept per grammar and vocab
 _NODE_CACHE = 50_000  # walks of tokens that crossed into a new lexeme, kept likewise
 _DENSE_KEYS = 1 << 20  # trace paths are numbered through a table up to this size, else by sorting
 _TRACE_STATES = 8_000_000  # lexer states kept in traces (see _Trace) per grammar and vocabulary, 8 bytes each
+_TABLES_ON_DISK = 1 << 30  # bytes of terminal tables kept in the cache directory (the least recently used go)
 _TERMINALS_KEPT = 64  # terminals' token tables shared across grammars, per vocabulary (the most recent)
 _WHOLE_TABLE_STATES = 200  # terminals with more DFA states get a token row per state reached, not a whole table
 _WIDE_STATES = 24  # and so do those with more states where a state lets in most bytes (bounded strings)
@@ -479,7 +480,9 @@ def _stored_table(dfa: DFA, vocab: Vocabulary, key: str):
     path = cache_dir() / "tables" / f"{vocab.fingerprint}-{key}.npz"
     try:
         with np.load(path) as data:
-            return data["table"], data["token_group"]
+            found = data["table"], data["token_group"]
+        os.utime(path)  # recently used: kept longest
+        return found
     except (OSError, KeyError, ValueError):
         pass
     token_group, group_next = walk_trie(dfa, vocab.trie)
@@ -490,7 +493,30 @@ def _stored_table(dfa: DFA, vocab: Vocabulary, key: str):
         tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
         np.savez(tmp, table=table, token_group=token_group)
         os.replace(tmp, path)
+        _trim(path.parent, _TABLES_ON_DISK)
     return table, token_group
+
+
+def _trim(directory, limit: int) -> None:
+    """Delete the least recently used files of ``directory`` until it holds at most ``limit`` bytes."""
+    files = []
+    for entry in os.scandir(directory):
+        if entry.name.endswith(".tmp.npz"):  # being written by another process
+            continue
+        try:
+            stat = entry.stat()
+        except OSError:  # deleted meanwhile by another process
+            continue
+        files.append((stat.st_mtime, stat.st_size, entry.path))
+    total = sum(size for _, size, _ in files)
+    for _, size, name in sorted(files):
+        if total <= limit:
+            break
+        try:
+            os.remove(name)
+        except OSError:
+            pass
+        total -= size
 
 
 def _whole_table_pays(dfa: DFA) -> bool:

@@ -7,6 +7,7 @@ import ast
 import functools
 import heapq
 import keyword
+import os
 import re
 import warnings
 import zlib
@@ -556,3 +557,17 @@ def test_token_rows_of_large_terminals(tokenizers):
             for b in vocab.tokens[t]:
                 state = int(dfa.transitions[state, b]) if state >= 0 else -1
             assert row[t] == (state if vocab.tokens[t] else -1), (s, vocab.tokens[t])
+
+
+def test_stored_tables_are_trimmed_least_recently_used_first(tmp_path):
+    from constrained.grammar_index import _trim
+
+    for age, name in enumerate(["new", "middle", "old"]):
+        path = tmp_path / f"{name}.npz"
+        path.write_bytes(b"x" * 100)
+        os.utime(path, (1_000_000 - age * 10, 1_000_000 - age * 10))
+    (tmp_path / "writing.1.tmp.npz").write_bytes(b"x" * 100)
+    _trim(tmp_path, 250)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["middle.npz", "new.npz", "writing.1.tmp.npz"]
+    _trim(tmp_path, 100)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.npz", "writing.1.tmp.npz"]
