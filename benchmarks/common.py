@@ -53,6 +53,17 @@ def versions(packages) -> dict:
     return out
 
 
+def forget_stored_tables() -> None:
+    """Delete the terminal token tables our engine keeps in its cache directory
+    (constrained/grammar_index.py), so that a run's compile times include
+    building them; the tables built during the run are kept for the rest of it."""
+    import shutil
+
+    from constrained.models import cache_dir
+
+    shutil.rmtree(cache_dir() / "tables", ignore_errors=True)
+
+
 def log(message):
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
