@@ -228,8 +228,8 @@ class GrammarIndex:
         if not live or (len(live) == 1 and not ctx.valid[live[0]]):  # no terminal the parser shifts here
             result = _Walk(self._nothing, -1, None, {})
         elif len(live) == 1:  # inside most lexemes: one terminal, whatever the grammar around it
-            k, (stay, first_out, tok, off, _) = live[0], exits[0]
-            result = _Walk(stay, int(ctx.choice[q]), first_out, {k: self._group(tok, off)} if len(tok) else {})
+            k, (stay, first_out, group, _) = live[0], exits[0]
+            result = _Walk(stay, int(ctx.choice[q]), first_out, {k: group} if len(group.tok) else {})
         else:
             result = self._combine(q, ctx, live, exits)
         if len(self._walks) >= _WALK_CACHE:
@@ -247,12 +247,12 @@ class GrammarIndex:
         stays = np.bitwise_or.reduce([e[0] for e in exits])
         inside = np.bitwise_or.reduce([e[0] for k, e in zip(live, exits) if ctx.valid[k]] or [self._nothing])
         first_out = np.bitwise_and.reduce([e[1] for e in exits])
-        alone = np.sum([e[4] for e in exits], axis=0) == 1  # first bytes that enter one terminal only
+        alone = np.sum([e[3] for e in exits], axis=0) == 1  # first bytes that enter one terminal only
         parts, mixed = [], []
-        for k, (_, _, tok, off, _) in zip(live, exits):
-            by_k = alone[self._first_byte[tok]]
-            parts.append((tok[by_k], off[by_k], np.full(int(by_k.sum()), k if ctx.valid[k] else -1)))
-            mixed.append(tok[~by_k])
+        for k, (_, _, group, _) in zip(live, exits):
+            by_k = alone[self._first_byte[group.tok]]
+            parts.append((group.tok[by_k], group.off[by_k], np.full(int(by_k.sum()), k if ctx.valid[k] else -1)))
+            mixed.append(group.tok[~by_k])
         marked = np.zeros(self.words * 32, dtype=bool)
         marked[np.concatenate(mixed)] = True
         marked &= np.unpackbits(stays.view(np.uint8), bitorder="little") == 0
@@ -348,18 +348,13 @@ class GrammarIndex:
         before = np.where(parent[out] >= 0, trace.state[parent[out]], trace.q)
         return trace.tok[ended][ctx.alive_valid[last]], trace.tok[~ended], trace.off[~ended] + trace.depth[out], before
 
-    @staticmethod
-    def _group(tok: np.ndarray, off: np.ndarray) -> _Group:
-        """``tok`` and ``off`` as a ``_Group``, whose id is a digest of both."""
-        digest = hashlib.sha256(f"{len(tok)} {tok.dtype} {off.dtype}".encode())
-        digest.update(np.ascontiguousarray(tok))
-        digest.update(np.ascontiguousarray(off))
-        return _Group(digest.digest(), tok, off)
-
     def _by_terminal(self, tok, off, term) -> dict:
         """{terminal: _Group} for tokens leaving a lexeme emitted as ``term`` (-1: dropped)."""
-        counts = np.bincount(term + 1)
-        return {t - 1: self._group(tok[term == t - 1], off[term == t - 1]) for t in np.flatnonzero(counts[1:]) + 1}
+        found = {}
+        for t in (np.flatnonzero(np.bincount(term + 1)[1:])).tolist():
+            emitted = term == t
+            found[t] = _group(tok[emitted], off[emitted])
+        return found
 
     def _walk(self, tok, off, q: int, alive, trans=None):
         """Walk tokens ``tok`` from byte ``off`` in state ``q`` of ``trans`` (the
@@ -391,6 +386,14 @@ class GrammarIndex:
             state = nxt.astype(np.int64)
             pos = pos + 1
         return _cat(ended), _cat(end_state), _cat(b_tok), _cat(b_off), _cat(b_p)
+
+
+def _group(tok: np.ndarray, off: np.ndarray) -> _Group:
+    """``tok`` and ``off`` as a ``_Group``, whose id is a digest of both."""
+    digest = hashlib.sha256(f"{len(tok)} {tok.dtype} {off.dtype}".encode())
+    digest.update(np.ascontiguousarray(tok))
+    digest.update(np.ascontiguousarray(off))
+    return _Group(digest.digest(), tok, off)
 
 
 def _distinct(keys: np.ndarray, size: int):
@@ -591,9 +594,9 @@ class _TerminalTokens:
 
     def exits(self, s: int, index: "GrammarIndex"):
         """How the usable tokens fare from state s: (packed tokens that keep it
-        alive, packed tokens whose first byte kills it, and the tokens that
-        complete it and leave it later, with the offset of the byte that starts
-        the next lexeme; and the first bytes that do not kill it)."""
+        alive, packed tokens whose first byte kills it, the ``_Group`` of the
+        tokens that complete it and leave it later, with the offset of the byte
+        that starts the next lexeme, and the first bytes that do not kill it)."""
         hit = self._exits.get(s)
         if hit is not None:
             self._exits.move_to_end(s)
@@ -606,7 +609,7 @@ class _TerminalTokens:
             _, _, b_tok, b_off, b_state = index._walk(dying, np.zeros(len(dying), dtype=np.int64), s, self.alive, self.trans)
             complete = self.accepting[b_state]
             hit = self._exits[s] = (index._pack_ids(tok[stays]), index._pack_ids(index.starting_with(~alive_bytes)),
-                                    b_tok[complete], b_off[complete], alive_bytes)
+                                    _group(b_tok[complete], b_off[complete]), alive_bytes)
             if len(self._exits) > _EXITS_KEPT:
                 self._exits.popitem(last=False)
         return hit

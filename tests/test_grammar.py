@@ -512,6 +512,8 @@ def test_traced_walks_agree_with_walking(tokenizers):
     walk with every terminal alive): it finds the tokens that stay inside the
     lexeme, and where and in which state the others leave it, exactly as
     walking the group's bytes in that context does."""
+    from constrained.grammar_index import _group
+
     tok = tokenizers("llama3")
     g = constrained.grammar(GRAMMARS / "sql.lark")
     index = g.index(tok)
@@ -528,7 +530,7 @@ def test_traced_walks_agree_with_walking(tokenizers):
     contexts = list(index.lexer._contexts.values())
     assert len(contexts) > 10
     for tokens, offsets in groups:
-        group = index._group(tokens, offsets)
+        group = _group(tokens, offsets)
         for q in index.lexer.starts:
             trace = index._trace(group, q)
             for ctx in contexts:
