@@ -232,6 +232,17 @@ class _Builder:
             return self._scalar_memo[key]
         self._scalar_memo[key] = _IN_PROGRESS
         node = self.schemas.node(i)
+        try:
+            language = self._combined_scalar(node, nonstring)
+        except ConstrainedError as e:
+            if not str(e).startswith("the combined automaton is too complex"):  # raised and placed deeper down
+                raise
+            raise ConstrainedError(f"the scalar values allowed at {where(node.pointer)} (its type, string, number, "
+                                   f"enum and combinator keywords together) are too complex to compile: {e}") from None
+        self._scalar_memo[key] = language
+        return language
+
+    def _combined_scalar(self, node, nonstring: bool):
         if nonstring:
             language = _and(node.scalar, _universe()[2])
         elif node.long_string is not None:
@@ -248,7 +259,6 @@ class _Builder:
             language = _and(language, _or(exactly_one))
         for j in node.not_:
             language = _minus(language, self.scalar(j, nonstring))
-        self._scalar_memo[key] = language
         return language
 
     def _long_string_dfa(self, node):

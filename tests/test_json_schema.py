@@ -450,6 +450,8 @@ def test_pydantic_model():
     ({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"}, "refers to itself"),
     ({"$ref": "#/$defs/b", "$defs": {"b": {"$ref": "#/$defs/b"}}}, "cycle"),
     ({"type": "string", "format": "idn-hostname"}, "'format' at the schema root"),
+    ({"properties": {"tags": {"anyOf": [{"type": "string", "maxLength": 65}, {"type": "string", "format": "email"}]}}},
+     "at /properties/tags (its type, string, number, enum and combinator keywords together) are too complex"),
     ("{not json", "not valid JSON"),
     (42, "a schema is"),
 ])
