@@ -60,6 +60,10 @@ exponent, so ``1.0`` is not one):
   schemas it combines. Undeclared ones may come anywhere between them. Array
   items and object members are separated by ``,``; whitespace between tokens
   is bounded (``max_ignored`` bytes per gap).
+* Caps (``max_string_length``, ``max_items``, off by default) restrict every
+  emitted value, not the schemas: a node for them joins each value's context
+  (json_schema_rules._caps). Strings are capped where only lengths restrict
+  them; under a pattern, format, enum or const they keep the schema's language.
 * Two undeclared names may be equal (a JSON parser keeps the last value) and
   no grammar tells names apart, so where a repeated name could change the
   result (hide a value that failed, inflate the count for minProperties or
@@ -173,6 +177,7 @@ class Node:
     not_: tuple = ()  # node ids that must not hold
     values: tuple = ()  # the scalar values its enum / const lists
     long_string: tuple | None = None  # (minLength, maxLength or None): strings counted by the grammar, not in scalar
+    string_lengths: tuple | None = None  # (minLength, maxLength or None) where only lengths restrict its strings
 
     @property
     def combines(self) -> tuple:
@@ -184,7 +189,8 @@ TRUE, FALSE = 0, 1
 
 
 def json_schema(schema, *, documents: dict | None = None, strict_properties: bool = False,
-                property_order: str = "schema", lenient: bool = False, max_ignored: int = MAX_IGNORED) -> Grammar:
+                property_order: str = "schema", lenient: bool = False, max_ignored: int = MAX_IGNORED,
+                max_string_length: int | None = None, max_items: int | None = None) -> Grammar:
     """Output that is a JSON value valid under ``schema``: a dict (or bool), JSON
     text, the path of a JSON file, or a pydantic model class.
 
@@ -197,7 +203,13 @@ def json_schema(schema, *, documents: dict | None = None, strict_properties: boo
     json_schema_rules.ANY_ORDER_KEYS of them (default "schema": schema order,
     which also guides a model through the schema); ``lenient`` skips keywords that cannot be
     enforced exactly instead of refusing the schema (see ``.skipped``);
-    ``max_ignored`` bounds the whitespace between two tokens."""
+    ``max_ignored`` bounds the whitespace between two tokens;
+    ``max_string_length`` and ``max_items`` cap the string values (in code
+    points) and arrays of the output, whatever the schema allows, so that a
+    model cannot write on forever; strings under a pattern, format, enum or
+    const and property names are not capped. A cap only takes values away: a
+    schema no value of which fits (a required string with minLength above the
+    cap) is refused as having no valid value."""
     from .json_schema_rules import schema_grammar, whitespace
 
     document, source = _load(schema)
@@ -205,8 +217,12 @@ def json_schema(schema, *, documents: dict | None = None, strict_properties: boo
     root = schemas.root()
     if property_order not in ("schema", "any"):
         raise ConstrainedError(f"property_order is 'schema' or 'any', got {property_order!r}")
+    for name, cap in (("max_string_length", max_string_length), ("max_items", max_items)):
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
+            raise ConstrainedError(f"{name} is a non-negative integer or None, got {cap!r}")
     rules, start, terminals, glued = schema_grammar(schemas, root, strict_properties=strict_properties,
-                                                    any_order=property_order == "any")
+                                                    any_order=property_order == "any",
+                                                    max_string_length=max_string_length, max_items=max_items)
     compiled = grammar_from_rules(rules, start, terminals, {"WHITESPACE": whitespace()}, glued=glued,
                                   max_ignored=max_ignored, description=f"JSON Schema from {source}")
     compiled.skipped = tuple(schemas.skipped)
@@ -214,9 +230,10 @@ def json_schema(schema, *, documents: dict | None = None, strict_properties: boo
     return compiled
 
 
-def json(*, max_ignored: int = MAX_IGNORED) -> Grammar:
-    """Output that is any JSON value (JSON mode)."""
-    compiled = json_schema(True, max_ignored=max_ignored)
+def json(*, max_ignored: int = MAX_IGNORED, max_string_length: int | None = None,
+         max_items: int | None = None) -> Grammar:
+    """Output that is any JSON value (JSON mode); the options as for json_schema()."""
+    compiled = json_schema(True, max_ignored=max_ignored, max_string_length=max_string_length, max_items=max_items)
     compiled.description = "any JSON value"
     return compiled
 
@@ -444,7 +461,7 @@ class Schemas:
         if "number" in types or "integer" in types:
             parts.append(self._number(schema, pointer, integer="number" not in types))
         if "string" in types:
-            strings = self._string(schema, pointer)
+            strings = self._string(schema, pointer, node)
             if isinstance(strings, tuple):
                 node.long_string = strings
             else:
@@ -486,7 +503,7 @@ class Schemas:
             raise ConstrainedError(f"malformed schema: {key!r} at {where(pointer)} must be a number, got {value!r}")
         return value
 
-    def _string(self, schema: dict, pointer: str):
+    def _string(self, schema: dict, pointer: str, node: Node):
         args = {}
         for key, name in (("minLength", "min_length"), ("maxLength", "max_length")):
             if key in schema:
@@ -504,8 +521,10 @@ class Schemas:
                 args[key] = schema[key]
         if args.get("format") not in (None,) + SPEC_FORMATS:  # a custom format only annotates
             self.ignored.add(f"format {args.pop('format')!r} at {where(pointer)}")
-        if set(args) <= {"min_length", "max_length"} and max(args.values(), default=0) > LONG_STRING:
-            return args.get("min_length", 0), args.get("max_length")
+        if set(args) <= {"min_length", "max_length"}:
+            node.string_lengths = args.get("min_length", 0), args.get("max_length")
+            if max(args.values(), default=0) > LONG_STRING:
+                return node.string_lengths
         for key in ("format", "pattern"):  # each on its own first, to name what fails
             if key in args:
                 try:
@@ -533,6 +552,7 @@ class Schemas:
             if fitting:
                 node.scalar = _or_languages(node.scalar, _enum_strings(tuple(fitting)))
             node.long_string = None
+        node.string_lengths = None
         literals = [scalar_literal(v) for v in values if not isinstance(v, (dict, list, str))]
         if strings:
             literals.append(_enum_strings(tuple(strings)))

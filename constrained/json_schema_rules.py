@@ -58,7 +58,7 @@ import numpy as np
 from . import dfa, json_numbers, json_strings
 from .errors import ConstrainedError
 from .json_references import where
-from .json_schema import ANY, FALSE, TRUE, ArrayAtom, Schemas, scalar_literal
+from .json_schema import ANY, FALSE, LONG_STRING, TRUE, ArrayAtom, Node, Schemas, scalar_literal
 
 MAX_ALTERNATIVES = 60_000  # grammar alternatives one schema may need
 MAX_SETS = 12  # object (array) keyword sets combined for one value
@@ -125,14 +125,16 @@ def _or(parts):
     return parts[0] if len(parts) == 1 else dfa.union(*parts)
 
 
-def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = False, any_order: bool = False):
+def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = False, any_order: bool = False,
+                   max_string_length: int | None = None, max_items: int | None = None):
     """(rules, start rule, terminal DFAs, glued terminals) for the values valid
     under node ``root``, for grammar_from_rules (whitespace is WHITESPACE);
     ``any_order``: objects with at most ANY_ORDER_KEYS declared keys take them
-    in any order."""
+    in any order; ``max_string_length``, ``max_items``: caps on the string
+    values and arrays emitted (see _caps)."""
     if root == FALSE:
         raise ConstrainedError("the schema is false: no JSON value is valid")
-    builder = _Builder(schemas, strict_properties, any_order)
+    builder = _Builder(schemas, strict_properties, any_order, _caps(schemas, max_string_length, max_items))
     context = frozenset({root}) - {TRUE}
     start = builder.value(context, context)
     builder.run()
@@ -146,11 +148,38 @@ def whitespace():
     return dfa.from_regex("[ \t\n\r]+")
 
 
+def _caps(schemas: Schemas, max_string_length: int | None, max_items: int | None) -> tuple:
+    """(the node every emitted value must also satisfy where strings are free
+    text: strings of at most ``max_string_length`` code points, arrays of at
+    most ``max_items`` items; the node for elsewhere: the arrays only), None
+    for no cap. They join each value's context (_Builder.value) and are never
+    combined into a schema, so a ``not`` around a schema still forbids all it
+    forbade."""
+    def node(strings: bool) -> int | None:
+        if max_items is None and not strings:
+            return None
+
+        def make():
+            cap = Node("max_string_length/max_items")
+            if strings:
+                cap.string_lengths = (0, max_string_length)
+                if max_string_length > LONG_STRING:  # counted by rules, as a long maxLength is
+                    cap.scalar, cap.long_string = _universe()[2], cap.string_lengths
+                else:
+                    cap.scalar = dfa.union(_universe()[2], json_strings.string(max_length=max_string_length))
+            if max_items is not None:
+                cap.arr = ArrayAtom(max_items=max_items, pointer=cap.pointer)
+            return cap
+        return schemas.synthetic(("cap", strings, max_string_length, max_items), make)
+    return node(max_string_length is not None), node(False)
+
+
 class _Builder:
-    def __init__(self, schemas: Schemas, strict: bool, any_order: bool):
+    def __init__(self, schemas: Schemas, strict: bool, any_order: bool, caps: tuple = (None, None)):
         self.schemas = schemas
         self.strict = strict
         self.any_order = any_order
+        self.caps = caps  # _caps
         self.rules: dict = {}  # name -> list of alternatives (tuples of symbols)
         self.terminal_dfas: dict = {}  # name -> DFA
         self.glued: set = set()  # terminals inside a long string: no whitespace may follow them
@@ -164,6 +193,7 @@ class _Builder:
         self._products: dict = {}
         self._partitions: dict = {}
         self._length_splits: dict = {}
+        self._length_only_memo: dict = {}
 
     # Names and the work list.
 
@@ -201,7 +231,12 @@ class _Builder:
     # Values.
 
     def value(self, context: frozenset, label: frozenset) -> str:
-        """The rule deriving the values whose label in ``context`` is ``label``."""
+        """The rule deriving the values whose label in ``context`` is ``label``
+        (and that meet the caps: on strings only where they are free text)."""
+        strings, other = self.caps
+        cap = strings if strings is not None and self._length_only(context) else other
+        if cap is not None:
+            context, label = context | {cap}, label | {cap}
         return self._rule(("value", context, label), "value", lambda: self._value(context, label))
 
     def _value(self, context, label) -> list:
@@ -291,20 +326,28 @@ class _Builder:
         order = self.closure(context)
         nodes = [self.schemas.node(i) for i in order]
         split = None
-        if any(n.long_string for n in nodes) and all(n.long_string or self._string_kind(n) is not None for n in nodes):
-            points = sorted({0} | {p for n in nodes if n.long_string for p in (n.long_string[0], n.long_string[1])
-                                   if p is not None} | {n.long_string[1] + 1 for n in nodes
-                                                          if n.long_string and n.long_string[1] is not None})
+        if any(n.long_string for n in nodes) and self._length_only(context):
+            bounds = [n.string_lengths for n in nodes if n.string_lengths]
+            points = sorted({0} | {low for low, _ in bounds} | {high + 1 for _, high in bounds if high is not None})
             split = {}
             for k, low in enumerate(points):
                 high = points[k + 1] - 1 if k + 1 < len(points) else None
-                atoms = {i: (n.long_string[0] <= low and (n.long_string[1] is None or
-                                                           (high is not None and high <= n.long_string[1])))
-                         if n.long_string else self._string_kind(n) for i, n in zip(order, nodes)}
+                atoms = {i: (n.string_lengths[0] <= low and (n.string_lengths[1] is None or
+                                                             (high is not None and high <= n.string_lengths[1])))
+                         if n.string_lengths else self._string_kind(n) for i, n in zip(order, nodes)}
                 label = _label(self.schemas, order, atoms, context)
                 split.setdefault(label, []).append((low, high))
         self._length_splits[context] = split
         return split
+
+    def _length_only(self, context) -> bool:
+        """Whether the schemas of ``context`` tell strings apart by their length
+        only: each allows all strings, none, or a range of lengths."""
+        if context not in self._length_only_memo:
+            self._length_only_memo[context] = all(
+                n.string_lengths or self._string_kind(n) is not None
+                for n in map(self.schemas.node, self.closure(context)))
+        return self._length_only_memo[context]
 
     def _string_kind(self, node):
         """Whether a node's own keywords allow every string (True), none (False),

@@ -105,14 +105,19 @@ FORMATS = {
 
 
 @st.composite
+def length_strings(draw):
+    # Up to 64 code points a string is one lexeme; longer ones are counted by grammar rules.
+    low = draw(st.integers(0, 5) | st.integers(60, 80))
+    high = draw(st.none() | st.integers(max(low, 1), max(low, 64)) | st.integers(max(low, 65), 200))
+    schema = {"type": "string", "minLength": low} | ({"maxLength": high} if high is not None else {})
+    return schema, st.text(CHARACTERS, min_size=low, max_size=high if high is not None else low + 10)
+
+
+@st.composite
 def strings(draw):
     kind = draw(st.sampled_from(["lengths", "pattern", "format"]))
     if kind == "lengths":
-        # Up to 64 code points a string is one lexeme; longer ones are counted by grammar rules.
-        low = draw(st.integers(0, 5) | st.integers(60, 80))
-        high = draw(st.none() | st.integers(max(low, 1), max(low, 64)) | st.integers(max(low, 65), 200))
-        schema = {"type": "string", "minLength": low} | ({"maxLength": high} if high is not None else {})
-        return schema, st.text(CHARACTERS, min_size=low, max_size=high if high is not None else low + 10)
+        return draw(length_strings())
     if kind == "pattern":
         pattern, values, anchored = draw(st.sampled_from(PATTERNS))
         search = st.from_regex(values, fullmatch=anchored, alphabet=CHARACTERS)
@@ -410,3 +415,82 @@ def test_long_strings_are_json_strings():
 def test_exclusive_bounds_at_powers_of_ten(bound, value):
     grammar = json_schema({"type": "number", bound: value})
     assert not any(grammar.matches(f"{sign}NoneE{exponent}") for sign in ("", "-") for exponent in (-1, 0, 1))
+
+
+# Caps (json_schema's max_string_length and max_items) on schemas whose strings only lengths restrict,
+# where a cap applies to every string value; "not" checks that a cap never loosens what a schema forbids.
+free_scalars = st.one_of(length_strings(), length_strings(), integers(), numbers(),
+                         st.sampled_from([({"type": "boolean"}, st.booleans()), ({"type": "null"}, st.none()),
+                                          (True, ANY_VALUE)]))
+free_schemas = st.recursive(free_scalars, lambda inner: objects(inner) | arrays(inner), max_leaves=5)
+# (Not numbers: a walk under "not integer" may write a 200-digit fraction that a float reads as an integer.)
+negated = (length_strings() | arrays(length_strings())).map(lambda part: ({"not": part[0]}, st.nothing()))
+caps = st.tuples(st.integers(0, 6) | st.integers(62, 70) | st.none(), st.integers(0, 3) | st.none())
+
+
+def fits(value, max_string_length, max_items) -> bool:
+    """Whether every string value (not property name) and array of ``value`` is within the caps."""
+    if isinstance(value, str):
+        return max_string_length is None or len(value) <= max_string_length
+    if isinstance(value, list):
+        return (max_items is None or len(value) <= max_items) and all(
+            fits(v, max_string_length, max_items) for v in value)
+    if isinstance(value, dict):
+        return all(fits(v, max_string_length, max_items) for v in value.values())
+    return True
+
+
+@cache
+def capped(text, max_string_length, max_items):
+    """json_schema of the schema in ``text`` under the caps, or None when no value fits them."""
+    try:
+        return json_schema(json.loads(text), max_string_length=max_string_length, max_items=max_items)
+    except ConstrainedError as e:
+        assert "no JSON value satisfies the schema" in str(e), str(e)
+        return None
+
+
+@given(part=free_schemas, limits=caps, data=st.data())
+def test_caps_take_exactly_the_values_that_fit(part, limits, data):
+    schema, values = part
+    grammar = capped(json.dumps(schema), *limits)
+    for _ in range(3):
+        value = data.draw(values)
+        expected = fits(value, *limits)
+        if grammar is None:
+            assert not expected, f"{value!r} fits the caps {limits}, yet the schema was refused as empty"
+            continue
+        text = json.dumps(value, ensure_ascii=data.draw(st.booleans()))
+        assert grammar.matches(text) == expected, (text, limits)
+
+
+@given(part=free_schemas | negated, limits=caps, seed=st.integers(0, 2**32 - 1))
+def test_capped_walks_are_valid_and_fit(tokenizers, part, limits, seed):
+    schema, _ = part
+    grammar = capped(json.dumps(schema), *limits)
+    assume(grammar is not None)
+    tokenizer = tokenizers("llama3")
+    vocab = constrained.vocabulary(tokenizer)
+    rng = random.Random(seed)
+    text = walk(grammar.matcher(tokenizer), vocab, token_kinds(tokenizer), closing_tokens(tokenizer, schema), rng)
+    assume(text is not None)
+    instance = json.loads(text.decode(), parse_float=exact_float)
+    assert validator(schema).is_valid(instance), text
+    assert fits(instance, *limits), (text, limits)
+
+
+def test_caps_spare_patterns_and_refuse_bad_values():
+    """Strings under a pattern, format, enum or const keep the schema's language;
+    a cap that is not a non-negative integer is an error."""
+    grammar = json_schema({"type": "array", "items": {"type": "string", "pattern": "^a+$"}}, max_string_length=2,
+                          max_items=1)
+    assert grammar.matches('["aaaa"]') and not grammar.matches('["aa", "a"]')
+    negated = json_schema({"not": {"type": "string", "maxLength": 3}}, max_string_length=5)
+    assert [negated.matches(json.dumps(v)) for v in ("ab", "abcd", "abcdef", 7)] == [False, True, False, True]
+    for bad in (-1, 2.5, True, "10"):
+        with pytest.raises(ConstrainedError, match="max_string_length is a non-negative integer"):
+            json_schema({"type": "string"}, max_string_length=bad)
+        with pytest.raises(ConstrainedError, match="max_items is a non-negative integer"):
+            json_schema({"type": "array"}, max_items=bad)
+    with pytest.raises(ConstrainedError, match="no JSON value satisfies"):
+        json_schema({"type": "string", "minLength": 10}, max_string_length=5)
