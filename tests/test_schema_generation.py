@@ -188,19 +188,37 @@ def shared_prefix(tokenizer) -> list[int]:
 
 @pytest.mark.parametrize("name", CASES)
 def test_output_is_valid_and_complete(primed, name):
-    model, tokenizer, cache, prefix = primed
     schema, question, max_tokens = CASES[name]
-    constraint = constrained.json_schema(schema)
+    text = generate(primed, constrained.json_schema(schema), question, max_tokens, sampled=name in SAMPLED)
+    validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    instance = json.loads(text)
+    assert validator.is_valid(instance), (text, [e.message for e in validator.iter_errors(instance)])
+
+
+def test_caps_bound_free_text(primed):
+    """A schema with no maxLength or maxItems: the caps cut what the model writes
+    (uncapped, it answers {"title": "The City of Light: Paris", "tags": ["History", "Paris"]})."""
+    schema = {"type": "object", "properties": {"title": {"type": "string"},
+                                               "tags": {"type": "array", "items": {"type": "string"}}},
+              "required": ["title", "tags"], "additionalProperties": False}
+    constraint = constrained.json_schema(schema, max_string_length=12, max_items=1)
+    text = generate(primed, constraint, "Give a blog post about the history of Paris a title and tags.", 60)
+    instance = json.loads(text)
+    assert Draft202012Validator(schema).is_valid(instance), text
+    assert len(instance["title"]) <= 12 and len(instance["tags"]) <= 1, text
+    assert all(len(tag) <= 12 for tag in instance["tags"]), text
+
+
+def generate(primed, constraint, question: str, max_tokens: int, sampled: bool = False) -> str:
+    """The text the model writes under ``constraint`` for ``question``, checked by generated_text."""
+    model, tokenizer, cache, prefix = primed
     prompt = tokenizer.encode(chat(tokenizer, question, SYSTEM, [EXAMPLE]))
     assert prompt[:len(prefix)] == prefix
     mx.random.seed(0)
-    sampler = make_sampler(temp=1.0 if name in SAMPLED else 0.0, top_p=0.9)
+    sampler = make_sampler(temp=1.0 if sampled else 0.0, top_p=0.9)
     try:
         responses = list(constrained.stream_generate(model, tokenizer, prompt[len(prefix):], constraint,
                                                      prompt_cache=cache, max_tokens=max_tokens, sampler=sampler))
     finally:
         trim_prompt_cache(cache, cache[0].offset - len(prefix))
-    text = generated_text(constraint, tokenizer, responses, max_tokens)
-    validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-    instance = json.loads(text)
-    assert validator.is_valid(instance), (text, [e.message for e in validator.iter_errors(instance)])
+    return generated_text(constraint, tokenizer, responses, max_tokens)
