@@ -62,8 +62,8 @@ exponent, so ``1.0`` is not one):
   is bounded (``max_ignored`` bytes per gap).
 * Caps (``max_string_length``, ``max_items``, off by default) restrict every
   emitted value, not the schemas: a node for them joins each value's context
-  (json_schema_rules._caps). Strings are capped where only lengths restrict
-  them; under a pattern, format, enum or const they keep the schema's language.
+  (json_schema_rules._caps). Strings whose pattern, format, enum or const make
+  the capped automaton too large keep the schema's language (``.uncapped``).
 * Two undeclared names may be equal (a JSON parser keeps the last value) and
   no grammar tells names apart, so where a repeated name could change the
   result (hide a value that failed, inflate the count for minProperties or
@@ -74,6 +74,7 @@ exponent, so ``1.0`` is not one):
 """
 
 import json as json_lib
+import numbers
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -176,8 +177,14 @@ class Node:
     one_of: tuple = ()  # groups of node ids: exactly one holds in each
     not_: tuple = ()  # node ids that must not hold
     values: tuple = ()  # the scalar values its enum / const lists
-    long_string: tuple | None = None  # (minLength, maxLength or None): strings counted by the grammar, not in scalar
     string_lengths: tuple | None = None  # (minLength, maxLength or None) where only lengths restrict its strings
+
+    @property
+    def long_string(self) -> tuple | None:
+        """(minLength, maxLength or None) when the node's strings are long ones,
+        counted by grammar rules and left out of ``scalar``."""
+        lengths = self.string_lengths
+        return lengths if lengths and max(lengths[0], lengths[1] or 0) > LONG_STRING else None
 
     @property
     def combines(self) -> tuple:
@@ -206,10 +213,12 @@ def json_schema(schema, *, documents: dict | None = None, strict_properties: boo
     ``max_ignored`` bounds the whitespace between two tokens;
     ``max_string_length`` and ``max_items`` cap the string values (in code
     points) and arrays of the output, whatever the schema allows, so that a
-    model cannot write on forever; strings under a pattern, format, enum or
-    const and property names are not capped. A cap only takes values away: a
-    schema no value of which fits (a required string with minLength above the
-    cap) is refused as having no valid value."""
+    rambling model is made to close them (property names, numbers and depth
+    are not capped; strings whose pattern, format, enum or const make the
+    capped automaton too large are not either, and are listed in
+    ``.uncapped``). A cap only takes values away: a schema no value of which
+    fits (a required string with minLength above the cap) is refused as having
+    no valid value."""
     from .json_schema_rules import schema_grammar, whitespace
 
     document, source = _load(schema)
@@ -218,14 +227,16 @@ def json_schema(schema, *, documents: dict | None = None, strict_properties: boo
     if property_order not in ("schema", "any"):
         raise ConstrainedError(f"property_order is 'schema' or 'any', got {property_order!r}")
     for name, cap in (("max_string_length", max_string_length), ("max_items", max_items)):
-        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, numbers.Integral) or cap < 0):
             raise ConstrainedError(f"{name} is a non-negative integer or None, got {cap!r}")
-    rules, start, terminals, glued = schema_grammar(schemas, root, strict_properties=strict_properties,
+    max_string_length, max_items = (None if cap is None else int(cap) for cap in (max_string_length, max_items))
+    rules, start, terminals, glued, uncapped = schema_grammar(schemas, root, strict_properties=strict_properties,
                                                     any_order=property_order == "any",
                                                     max_string_length=max_string_length, max_items=max_items)
     compiled = grammar_from_rules(rules, start, terminals, {"WHITESPACE": whitespace()}, glued=glued,
                                   max_ignored=max_ignored, description=f"JSON Schema from {source}")
     compiled.skipped = tuple(schemas.skipped)
+    compiled.uncapped = tuple(uncapped)
     compiled.ignored_keywords = tuple(sorted(schemas.ignored))
     return compiled
 
@@ -451,7 +462,7 @@ class Schemas:
 
     def _scalar(self, schema: dict, pointer: str, types: set, node: Node):
         """The DFA of the scalars the schema's own keywords allow (ANY: all, None:
-        none); long plain strings go to ``node.long_string`` instead."""
+        none); long plain strings are left to ``node.long_string``."""
         parts = []
         if "null" in types:
             parts.append(dfa.literal(b"null"))
@@ -461,11 +472,7 @@ class Schemas:
         if "number" in types or "integer" in types:
             parts.append(self._number(schema, pointer, integer="number" not in types))
         if "string" in types:
-            strings = self._string(schema, pointer, node)
-            if isinstance(strings, tuple):
-                node.long_string = strings
-            else:
-                parts.append(strings)
+            parts.append(self._string(schema, pointer, node))
         parts = [p for p in parts if p is not None]
         if not parts:
             return None
@@ -504,6 +511,9 @@ class Schemas:
         return value
 
     def _string(self, schema: dict, pointer: str, node: Node):
+        """The DFA of the strings the schema's string keywords allow, or None for
+        long ones (``node.long_string``); sets ``node.string_lengths`` where only
+        lengths restrict them."""
         args = {}
         for key, name in (("minLength", "min_length"), ("maxLength", "max_length")):
             if key in schema:
@@ -523,8 +533,8 @@ class Schemas:
             self.ignored.add(f"format {args.pop('format')!r} at {where(pointer)}")
         if set(args) <= {"min_length", "max_length"}:
             node.string_lengths = args.get("min_length", 0), args.get("max_length")
-            if max(args.values(), default=0) > LONG_STRING:
-                return node.string_lengths
+            if node.long_string:
+                return None
         for key in ("format", "pattern"):  # each on its own first, to name what fails
             if key in args:
                 try:
@@ -551,7 +561,6 @@ class Schemas:
             fitting = [v for v in strings if low <= len(v) and (high is None or len(v) <= high)]
             if fitting:
                 node.scalar = _or_languages(node.scalar, _enum_strings(tuple(fitting)))
-            node.long_string = None
         node.string_lengths = None
         literals = [scalar_literal(v) for v in values if not isinstance(v, (dict, list, str))]
         if strings:

@@ -58,7 +58,7 @@ import numpy as np
 from . import dfa, json_numbers, json_strings
 from .errors import ConstrainedError
 from .json_references import where
-from .json_schema import ANY, FALSE, LONG_STRING, TRUE, ArrayAtom, Node, Schemas, scalar_literal
+from .json_schema import ANY, FALSE, TRUE, ArrayAtom, Node, Schemas, scalar_literal
 
 MAX_ALTERNATIVES = 60_000  # grammar alternatives one schema may need
 MAX_SETS = 12  # object (array) keyword sets combined for one value
@@ -127,7 +127,8 @@ def _or(parts):
 
 def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = False, any_order: bool = False,
                    max_string_length: int | None = None, max_items: int | None = None):
-    """(rules, start rule, terminal DFAs, glued terminals) for the values valid
+    """(rules, start rule, terminal DFAs, glued terminals, messages on where
+    strings are not capped) for the values valid
     under node ``root``, for grammar_from_rules (whitespace is WHITESPACE);
     ``any_order``: objects with at most ANY_ORDER_KEYS declared keys take them
     in any order; ``max_string_length``, ``max_items``: caps on the string
@@ -139,7 +140,7 @@ def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = Fal
     start = builder.value(context, context)
     builder.run()
     rules = builder.grammar_rules(start)
-    return rules, start, builder.terminal_dfas, builder.glued & builder.terminal_dfas.keys()
+    return rules, start, builder.terminal_dfas, builder.glued & builder.terminal_dfas.keys(), builder.uncapped
 
 
 @lru_cache(maxsize=None)
@@ -149,12 +150,12 @@ def whitespace():
 
 
 def _caps(schemas: Schemas, max_string_length: int | None, max_items: int | None) -> tuple:
-    """(the node every emitted value must also satisfy where strings are free
-    text: strings of at most ``max_string_length`` code points, arrays of at
-    most ``max_items`` items; the node for elsewhere: the arrays only), None
-    for no cap. They join each value's context (_Builder.value) and are never
-    combined into a schema, so a ``not`` around a schema still forbids all it
-    forbade."""
+    """Two cap nodes, each None when it caps nothing: one for strings of at
+    most ``max_string_length`` code points and arrays of at most ``max_items``
+    items, and one for the arrays alone (where capping strings is too complex,
+    _Builder._cap). A cap node joins each emitted value's context and label
+    (_Builder.value) and is never combined into a schema, so a ``not`` around a
+    schema still forbids all it forbade."""
     def node(strings: bool) -> int | None:
         if max_items is None and not strings:
             return None
@@ -163,8 +164,8 @@ def _caps(schemas: Schemas, max_string_length: int | None, max_items: int | None
             cap = Node("max_string_length/max_items")
             if strings:
                 cap.string_lengths = (0, max_string_length)
-                if max_string_length > LONG_STRING:  # counted by rules, as a long maxLength is
-                    cap.scalar, cap.long_string = _universe()[2], cap.string_lengths
+                if cap.long_string:  # counted by rules, as a long maxLength is
+                    cap.scalar = _universe()[2]
                 else:
                     cap.scalar = dfa.union(_universe()[2], json_strings.string(max_length=max_string_length))
             if max_items is not None:
@@ -193,7 +194,9 @@ class _Builder:
         self._products: dict = {}
         self._partitions: dict = {}
         self._length_splits: dict = {}
-        self._length_only_memo: dict = {}
+        self._shapers: dict = {}
+        self._caps_chosen: dict = {}  # context -> its cap node (_cap)
+        self.uncapped: list = []  # messages: where strings are not capped
 
     # Names and the work list.
 
@@ -233,11 +236,31 @@ class _Builder:
     def value(self, context: frozenset, label: frozenset) -> str:
         """The rule deriving the values whose label in ``context`` is ``label``
         (and that meet the caps: on strings only where they are free text)."""
-        strings, other = self.caps
-        cap = strings if strings is not None and self._length_only(context) else other
+        cap = self._cap(context)
         if cap is not None:
             context, label = context | {cap}, label | {cap}
         return self._rule(("value", context, label), "value", lambda: self._value(context, label))
+
+    def _cap(self, context):
+        """The cap node for values in ``context``: strings and arrays, or where
+        strings meet a pattern, format, enum or const and the cap on them makes
+        automata too large to compile, arrays only (listed in ``uncapped``)."""
+        strings, arrays = self.caps
+        if strings is None or context in self._caps_chosen:
+            return self._caps_chosen.get(context, arrays)
+        pointer = self._shaped_by(context)
+        cap = strings
+        if pointer is not None:
+            try:
+                self.partition(context | {strings})
+            except ConstrainedError:
+                cap = arrays
+                self.uncapped.append(
+                    f"strings at {where(pointer)} are not capped: with their pattern, format, enum or const, strings "
+                    f"of at most {self.schemas.node(strings).string_lengths[1]} code points exceed the automaton "
+                    "budget")
+        self._caps_chosen[context] = cap
+        return cap
 
     def _value(self, context, label) -> list:
         alternatives = []
@@ -270,6 +293,7 @@ class _Builder:
         try:
             language = self._combined_scalar(node, nonstring)
         except ConstrainedError as e:
+            del self._scalar_memo[key]  # not in progress any more: a caller may go on without this node
             if not str(e).startswith("the combined automaton is too complex"):  # raised and placed deeper down
                 raise
             raise ConstrainedError(f"the scalar values allowed at {where(node.pointer)} (its type, string, number, "
@@ -326,7 +350,7 @@ class _Builder:
         order = self.closure(context)
         nodes = [self.schemas.node(i) for i in order]
         split = None
-        if any(n.long_string for n in nodes) and self._length_only(context):
+        if any(n.long_string for n in nodes) and self._shaped_by(context) is None:
             bounds = [n.string_lengths for n in nodes if n.string_lengths]
             points = sorted({0} | {low for low, _ in bounds} | {high + 1 for _, high in bounds if high is not None})
             split = {}
@@ -340,14 +364,15 @@ class _Builder:
         self._length_splits[context] = split
         return split
 
-    def _length_only(self, context) -> bool:
-        """Whether the schemas of ``context`` tell strings apart by their length
-        only: each allows all strings, none, or a range of lengths."""
-        if context not in self._length_only_memo:
-            self._length_only_memo[context] = all(
-                n.string_lengths or self._string_kind(n) is not None
-                for n in map(self.schemas.node, self.closure(context)))
-        return self._length_only_memo[context]
+    def _shaped_by(self, context):
+        """The pointer of a schema of ``context`` that tells strings apart by more
+        than their length (a pattern, format, enum or const), or None when each
+        allows all strings, none, or a range of lengths."""
+        if context not in self._shapers:
+            self._shapers[context] = next(
+                (n.pointer for n in map(self.schemas.node, self.closure(context))
+                 if not n.string_lengths and self._string_kind(n) is None), None)
+        return self._shapers[context]
 
     def _string_kind(self, node):
         """Whether a node's own keywords allow every string (True), none (False),
@@ -638,6 +663,12 @@ class _Builder:
         position, failed, counts, seen = state
         if position >= MAX_COUNT:
             k = max(range(len(product.sets)), key=lambda k: product.item_count(k))
+            if product.set_nodes[k] in self.caps:
+                schema = next(i for i in product.set_nodes if i not in self.caps)
+                raise ConstrainedError(
+                    f"max_items={product.sets[k].max_items} would need a grammar rule per item beyond {MAX_COUNT} "
+                    f"items in the arrays at {where(self.schemas.node(schema).pointer)}, whose items prefixItems, "
+                    f"contains or combined array schemas tell apart: lower max_items to at most {MAX_COUNT}")
             raise ConstrainedError(
                 f"the array at {where(self.schemas.node(product.set_nodes[k]).pointer)} would need a grammar rule "
                 f"per item beyond {MAX_COUNT} items: "
@@ -899,7 +930,7 @@ class _Product:
         self.constant = {i: atom is ANY for i, atom in atoms.items() if atom is ANY or atom is None}
         self.set_nodes = [i for i in self.order if i not in self.constant]
         self.sets = [atoms[i] for i in self.set_nodes]
-        if len(self.sets) > MAX_SETS:
+        if len(self.sets) > MAX_SETS + any(i in builder.caps for i in self.set_nodes):  # a cap is no schema
             raise ConstrainedError(
                 f"the schema is too complex to compile: {len(self.sets)} {self.kind} schemas combine at "
                 f"{where(schemas.node(self.set_nodes[0]).pointer)} (allOf, anyOf, oneOf, not, if/then/else)")

@@ -410,6 +410,15 @@ def test_long_strings_are_json_strings():
     assert grammar.matches(" " + json.dumps("x" * 70) + "\n")  # around the string whitespace stays
 
 
+def test_short_and_long_length_bounds_combine():
+    """Lengths of at most 64 code points (one DFA) and longer ones (counted by
+    rules) split strings by length together, with no DFA of the long ones."""
+    short_of_long = json_schema({"type": "string", "allOf": [{"maxLength": 1000}, {"maxLength": 5}]})
+    assert [short_of_long.matches(json.dumps("x" * n)) for n in (0, 5, 6, 999)] == [True, True, False, False]
+    either = json_schema({"type": "string", "anyOf": [{"maxLength": 3}, {"minLength": 2000}]})
+    assert [either.matches(json.dumps("x" * n)) for n in (3, 4, 1999, 2000)] == [True, False, False, True]
+
+
 @pytest.mark.parametrize("bound, value", [("exclusiveMaximum", 1), ("exclusiveMaximum", 10), ("exclusiveMinimum", -1),
                                          ("exclusiveMinimum", -0.1)])
 def test_exclusive_bounds_at_powers_of_ten(bound, value):
@@ -417,14 +426,15 @@ def test_exclusive_bounds_at_powers_of_ten(bound, value):
     assert not any(grammar.matches(f"{sign}NoneE{exponent}") for sign in ("", "-") for exponent in (-1, 0, 1))
 
 
-# Caps (json_schema's max_string_length and max_items) on schemas whose strings only lengths restrict,
-# where a cap applies to every string value; "not" checks that a cap never loosens what a schema forbids.
-free_scalars = st.one_of(length_strings(), length_strings(), integers(), numbers(),
-                         st.sampled_from([({"type": "boolean"}, st.booleans()), ({"type": "null"}, st.none()),
-                                          (True, ANY_VALUE)]))
-free_schemas = st.recursive(free_scalars, lambda inner: objects(inner) | arrays(inner), max_leaves=5)
-# (Not numbers: a walk under "not integer" may write a 200-digit fraction that a float reads as an integer.)
-negated = (length_strings() | arrays(length_strings())).map(lambda part: ({"not": part[0]}, st.nothing()))
+# Caps (json_schema's max_string_length and max_items): every string value and array is capped unless
+# the grammar lists the strings in .uncapped; "not" checks that a cap never loosens what a schema forbids.
+# (Not numbers under "not": a walk under "not integer" may write a 200-digit fraction that a float reads
+# as an integer.)
+capped_scalars = st.one_of(length_strings(), length_strings(), strings(), enums(), integers(), numbers(),
+                           st.sampled_from([({"type": "boolean"}, st.booleans()), ({"type": "null"}, st.none()),
+                                            (True, ANY_VALUE)]))
+capped_schemas = st.recursive(capped_scalars, lambda inner: objects(inner) | arrays(inner), max_leaves=5)
+negated = (length_strings() | arrays(strings())).map(lambda part: ({"not": part[0]}, st.nothing()))
 caps = st.tuples(st.integers(0, 6) | st.integers(62, 70) | st.none(), st.integers(0, 3) | st.none())
 
 
@@ -450,7 +460,7 @@ def capped(text, max_string_length, max_items):
         return None
 
 
-@given(part=free_schemas, limits=caps, data=st.data())
+@given(part=capped_schemas, limits=caps, data=st.data())
 def test_caps_take_exactly_the_values_that_fit(part, limits, data):
     schema, values = part
     grammar = capped(json.dumps(schema), *limits)
@@ -461,10 +471,11 @@ def test_caps_take_exactly_the_values_that_fit(part, limits, data):
             assert not expected, f"{value!r} fits the caps {limits}, yet the schema was refused as empty"
             continue
         text = json.dumps(value, ensure_ascii=data.draw(st.booleans()))
-        assert grammar.matches(text) == expected, (text, limits)
+        if expected or not grammar.uncapped:
+            assert grammar.matches(text) == expected, (text, limits)
 
 
-@given(part=free_schemas | negated, limits=caps, seed=st.integers(0, 2**32 - 1))
+@given(part=capped_schemas | negated, limits=caps, seed=st.integers(0, 2**32 - 1))
 def test_capped_walks_are_valid_and_fit(tokenizers, part, limits, seed):
     schema, _ = part
     grammar = capped(json.dumps(schema), *limits)
@@ -476,17 +487,25 @@ def test_capped_walks_are_valid_and_fit(tokenizers, part, limits, seed):
     assume(text is not None)
     instance = json.loads(text.decode(), parse_float=exact_float)
     assert validator(schema).is_valid(instance), text
-    assert fits(instance, *limits), (text, limits)
+    assert fits(instance, *limits) or grammar.uncapped, (text, limits)
 
 
-def test_caps_spare_patterns_and_refuse_bad_values():
-    """Strings under a pattern, format, enum or const keep the schema's language;
-    a cap that is not a non-negative integer is an error."""
+def test_caps_on_strings_that_meet_patterns_and_on_bad_values():
+    """Strings under a pattern, enum or const are capped too; where that is too
+    complex for the automata they are listed in .uncapped; bad caps are errors."""
     grammar = json_schema({"type": "array", "items": {"type": "string", "pattern": "^a+$"}}, max_string_length=2,
                           max_items=1)
-    assert grammar.matches('["aaaa"]') and not grammar.matches('["aa", "a"]')
+    assert grammar.matches('["aa"]') and not grammar.matches('["aaaa"]') and not grammar.matches('["aa", "a"]')
+    nonempty = json_schema({"type": "string", "not": {"const": ""}}, max_string_length=10)
+    assert [nonempty.matches(json.dumps(v)) for v in ("", "abc", "x" * 11)] == [False, True, False]
+    assert nonempty.uncapped == ()
     negated = json_schema({"not": {"type": "string", "maxLength": 3}}, max_string_length=5)
     assert [negated.matches(json.dumps(v)) for v in ("ab", "abcd", "abcdef", 7)] == [False, True, False, True]
+    email = json_schema({"type": "object", "properties": {"e": {"type": "string", "format": "email"}}},
+                        max_string_length=100)
+    assert len(email.uncapped) == 1 and "strings at /properties/e are not capped" in email.uncapped[0]
+    assert email.matches(json.dumps({"e": "a" * 120 + "@example.com"}))
+    assert json_schema({"type": "array"}, max_items=np.int64(2)).matches("[1, 2]")
     for bad in (-1, 2.5, True, "10"):
         with pytest.raises(ConstrainedError, match="max_string_length is a non-negative integer"):
             json_schema({"type": "string"}, max_string_length=bad)
@@ -494,3 +513,5 @@ def test_caps_spare_patterns_and_refuse_bad_values():
             json_schema({"type": "array"}, max_items=bad)
     with pytest.raises(ConstrainedError, match="no JSON value satisfies"):
         json_schema({"type": "string", "minLength": 10}, max_string_length=5)
+    with pytest.raises(ConstrainedError, match="lower max_items to at most 500"):
+        json_schema({"type": "array", "contains": {"type": "integer"}}, max_items=600)
