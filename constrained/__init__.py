@@ -1,5 +1,5 @@
 """Grammar-constrained decoding for MLX: the output provably follows a regular
-expression (and, later, a grammar or a JSON Schema)."""
+expression, a Lark grammar or a JSON Schema."""
 
 from . import models
 from .constraint import Constraint, choice, regex
