@@ -156,23 +156,24 @@ def _caps(schemas: Schemas, max_string_length: int | None, max_items: int | None
     _Builder._cap). A cap node joins each emitted value's context and label
     (_Builder.value) and is never combined into a schema, so a ``not`` around a
     schema still forbids all it forbade."""
-    def node(strings: bool) -> int | None:
-        if max_items is None and not strings:
-            return None
+    strings = _cap_node(schemas, max_string_length, max_items) if max_string_length is not None else None
+    arrays = _cap_node(schemas, None, max_items) if max_items is not None else None
+    return strings, arrays
 
-        def make():
-            cap = Node("max_string_length/max_items")
-            if strings:
-                cap.string_lengths = (0, max_string_length)
-                if cap.long_string:  # counted by rules, as a long maxLength is
-                    cap.scalar = _universe()[2]
-                else:
-                    cap.scalar = dfa.union(_universe()[2], json_strings.string(max_length=max_string_length))
-            if max_items is not None:
-                cap.arr = ArrayAtom(max_items=max_items, pointer=cap.pointer)
-            return cap
-        return schemas.synthetic(("cap", strings, max_string_length, max_items), make)
-    return node(max_string_length is not None), node(False)
+
+def _cap_node(schemas: Schemas, max_string_length: int | None, max_items: int | None) -> int:
+    def make():
+        cap = Node("max_string_length/max_items")
+        if max_string_length is not None:
+            cap.string_lengths = (0, max_string_length)
+            if cap.long_string:  # counted by rules, as a long maxLength is
+                cap.scalar = _universe()[2]
+            else:
+                cap.scalar = dfa.union(_universe()[2], json_strings.string(max_length=max_string_length))
+        if max_items is not None:
+            cap.arr = ArrayAtom(max_items=max_items, pointer=cap.pointer)
+        return cap
+    return schemas.synthetic(("cap", max_string_length, max_items), make)
 
 
 class _Builder:
@@ -235,7 +236,7 @@ class _Builder:
 
     def value(self, context: frozenset, label: frozenset) -> str:
         """The rule deriving the values whose label in ``context`` is ``label``
-        (and that meet the caps: on strings only where they are free text)."""
+        (and that meet the caps, _cap)."""
         cap = self._cap(context)
         if cap is not None:
             context, label = context | {cap}, label | {cap}
@@ -246,21 +247,21 @@ class _Builder:
         strings meet a pattern, format, enum or const and the cap on them makes
         automata too large to compile, arrays only (listed in ``uncapped``)."""
         strings, arrays = self.caps
-        if strings is None or context in self._caps_chosen:
-            return self._caps_chosen.get(context, arrays)
-        pointer = self._shaped_by(context)
-        cap = strings
-        if pointer is not None:
-            try:
-                self.partition(context | {strings})
-            except ConstrainedError:
-                cap = arrays
-                self.uncapped.append(
-                    f"strings at {where(pointer)} are not capped: with their pattern, format, enum or const, strings "
-                    f"of at most {self.schemas.node(strings).string_lengths[1]} code points exceed the automaton "
-                    "budget")
-        self._caps_chosen[context] = cap
-        return cap
+        if strings is None:
+            return arrays
+        if context not in self._caps_chosen:
+            self._caps_chosen[context] = strings
+            pointer = self._shaped_by(context)
+            if pointer is not None:
+                try:
+                    self.partition(context | {strings})
+                except ConstrainedError:
+                    self._caps_chosen[context] = arrays
+                    self.uncapped.append(
+                        f"strings at {where(pointer)} are not capped: with their pattern, format, enum or const, "
+                        f"strings of at most {self.schemas.node(strings).string_lengths[1]} code points exceed the "
+                        "automaton budget")
+        return self._caps_chosen[context]
 
     def _value(self, context, label) -> list:
         alternatives = []
