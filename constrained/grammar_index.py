@@ -100,10 +100,8 @@ class GrammarIndex:
         self.vocab = vocab
         self.bytes, self.lengths = _token_matrix(vocab)
         self.eos = np.array(sorted(vocab.eos_ids), dtype=np.int64)
-        # The usable tokens (not EOS, not empty) grouped by first byte: the tokens a
-        # terminal state lets in are the groups of the bytes it does not die on.
         self._first_byte = self.bytes[:, 0]
-        self._by_first, self._first_starts, self._completing = _by_first_byte(vocab)
+        self._by_first, self._completing = _by_first_byte(vocab)
         # How every token fares from one state of one terminal, per terminal (shared across grammars),
         # built when the terminal is first alive in a mask: many never are (other branches of a schema).
         self._terminals: list = [None] * len(self.lexer.dfas)
@@ -128,20 +126,33 @@ class GrammarIndex:
         return found
 
     def _may_complete(self, entry: np.ndarray) -> np.ndarray:
-        """Per token, whether a byte before its last is one of ``entry`` (the bytes
+        """The tokens (packed) with a byte before their last in ``entry`` (the bytes
         that enter a complete state): only such tokens can end a lexeme and go on."""
         key = entry.tobytes()
         hit = self._completing.get(key)
         if hit is None:
-            words = np.bitwise_or.reduce(_bytes_before_last(self.vocab)[entry], axis=0)
-            hit = self._completing[key] = np.unpackbits(words.view(np.uint8), bitorder="little")[: self.vocab.size].view(bool)
+            hit = self._completing[key] = np.bitwise_or.reduce(_bytes_before_last(self.vocab)[entry], axis=0)
         return hit
 
     def starting_with(self, first: np.ndarray) -> np.ndarray:
-        """The usable tokens whose first byte is one of ``first`` (256 bools)."""
-        starts = self._first_starts
-        runs = [self._by_first[starts[b]:starts[b + 1]] for b in np.flatnonzero(first).tolist()]
-        return np.concatenate(runs) if runs else np.zeros(0, dtype=np.int64)
+        """The usable tokens (with bytes, not EOS) whose first byte is one of
+        ``first`` (256 bools), packed: ORs the fewer of the bytes in or out."""
+        if first.sum() <= 128:
+            return np.bitwise_or.reduce(self._by_first[:256][first], axis=0, initial=0)
+        return self._by_first[256] & ~np.bitwise_or.reduce(self._by_first[:256][~first], axis=0, initial=0)
+
+    def _pack_bools(self, allowed: np.ndarray) -> np.ndarray:
+        """Packed words with the bits of the tokens ``allowed`` (one bool per token) set."""
+        packed = np.zeros(self.words * 4, dtype=np.uint8)
+        packed[: (len(allowed) + 7) // 8] = np.packbits(allowed, bitorder="little")
+        return packed.view(np.uint32)
+
+    def _ids(self, packed: np.ndarray) -> np.ndarray:
+        """The tokens whose bits are set in ``packed``, ascending (only the
+        nonzero words are unpacked: these sets are usually sparse)."""
+        words = np.flatnonzero(packed)
+        bits = np.unpackbits(packed[words].view(np.uint8), bitorder="little").view(bool).reshape(-1, 32)
+        return (words[:, None] * 32 + np.arange(32))[bits]
 
     def _pack_ids(self, ids) -> np.ndarray:
         """Packed words with the bits of ``ids`` set."""
@@ -248,19 +259,26 @@ class GrammarIndex:
         inside = np.bitwise_or.reduce([e[0] for k, e in zip(live, exits) if ctx.valid[k]] or [self._nothing])
         first_out = np.bitwise_and.reduce([e[1] for e in exits])
         alone = np.sum([e[3] for e in exits], axis=0) == 1  # first bytes that enter one terminal only
-        parts, mixed = [], []
-        for k, (_, _, group, _) in zip(live, exits):
+        whole, parts, mixed = {}, [], []
+        for k, (_, _, group, alive_bytes) in zip(live, exits):
+            if alone[alive_bytes].all():  # k decides its whole group: keep the group (and its id)
+                if ctx.valid[k] and len(group.tok):
+                    whole[k] = group
+                continue
             by_k = alone[self._first_byte[group.tok]]
             parts.append((group.tok[by_k], group.off[by_k], np.full(int(by_k.sum()), k if ctx.valid[k] else -1)))
             mixed.append(group.tok[~by_k])
         marked = np.zeros(self.words * 32, dtype=bool)
-        marked[np.concatenate(mixed)] = True
+        marked[np.concatenate(mixed or [np.zeros(0, dtype=np.int64)])] = True
         marked &= np.unpackbits(stays.view(np.uint8), bitorder="little") == 0
         tok = np.flatnonzero(marked)
         _, _, b_tok, b_off, b_state = self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, ctx.alive_lark)
         parts.append((b_tok, b_off, ctx.choice[b_state]))
-        zero_term = int(ctx.choice[q])
         later = self._by_terminal(*(np.concatenate(column) for column in zip(*parts)))
+        for k, group in whole.items():
+            other = later.get(k)
+            later[k] = group if other is None else _group(np.concatenate([group.tok, other.tok]), np.concatenate([group.off, other.off]))
+        zero_term = int(ctx.choice[q])
         return _Walk(inside, zero_term, first_out if zero_term >= 0 else None, later)
 
     def _follow(self, group: _Group, q: int, stack) -> list:
@@ -389,10 +407,11 @@ class GrammarIndex:
 
 
 def _group(tok: np.ndarray, off: np.ndarray) -> _Group:
-    """``tok`` and ``off`` as a ``_Group``, whose id is a digest of both."""
-    digest = hashlib.sha256(f"{len(tok)} {tok.dtype} {off.dtype}".encode())
-    digest.update(np.ascontiguousarray(tok))
-    digest.update(np.ascontiguousarray(off))
+    """``tok`` and ``off`` as a ``_Group``, whose id is a digest of both (as
+    narrow integers: hashing is most of the cost of a large group)."""
+    digest = hashlib.sha256(str(len(tok)).encode())
+    digest.update(tok.astype(np.int32))
+    digest.update(off.astype(np.int32))
     return _Group(digest.digest(), tok, off)
 
 
@@ -428,17 +447,19 @@ _BY_FIRST: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDicti
 
 
 def _by_first_byte(vocab: Vocabulary):
-    """The usable tokens (with bytes, not EOS) sorted by first byte, where each
-    byte's run starts, and a cache for ``GrammarIndex._may_complete``: the same
-    for every grammar over this vocabulary."""
+    """(257, words) packed: for each byte, the usable tokens (with bytes, not EOS)
+    it starts, then all usable tokens; and a cache for ``GrammarIndex._may_complete``:
+    the same for every grammar over this vocabulary."""
     hit = _BY_FIRST.get(vocab)
     if hit is None:
         matrix, lengths = _token_matrix(vocab)
         usable = lengths > 0
         usable[sorted(vocab.eos_ids)] = False
-        first_byte = matrix[:, 0]
-        by_first = np.flatnonzero(usable)[np.argsort(first_byte[usable], kind="stable")]
-        hit = _BY_FIRST[vocab] = (by_first, np.searchsorted(first_byte[by_first], np.arange(257)), {})
+        found = np.zeros((257, ((vocab.size + 31) // 32) * 32), dtype=bool)
+        ids = np.flatnonzero(usable)
+        found[matrix[ids, 0], ids] = True
+        found[256, ids] = True
+        hit = _BY_FIRST[vocab] = (np.packbits(found, axis=1, bitorder="little").view(np.uint32), {})
     return hit
 
 
@@ -538,7 +559,7 @@ def _whole_table_pays(dfa: DFA) -> bool:
 
 
 class _TerminalTokens:
-    """How a terminal's DFA fares on every token: ``next_states(s, tokens)``, its
+    """How a terminal's DFA fares on every token: ``next_states(s)``, its
     state after each token from state s (-1 when it dies); and, per state, how
     the vocabulary leaves it (``exits``). A small DFA has one table for all its
     states (``table[s, group[t]]``, groups of tokens no state tells apart, built
@@ -558,10 +579,11 @@ class _TerminalTokens:
         self.entry = accepting[self.trans[:n]].any(axis=0)  # bytes that enter a complete state
         self._exits: OrderedDict = OrderedDict()
 
-    def next_states(self, s: int, tokens) -> np.ndarray:
+    def next_states(self, s: int) -> np.ndarray:
+        """Per token, the state after it from s (-1: dead)."""
         if self.table is not None:
-            return self.table[s, self.group[tokens]]
-        return self._row(s)[tokens]
+            return self.table[s, self.group]
+        return self._row(s)
 
     def known_next_state(self, s: int, token: int):
         """The state after ``token`` from s if that costs a lookup, else None."""
@@ -602,14 +624,12 @@ class _TerminalTokens:
             self._exits.move_to_end(s)
         else:
             alive_bytes = self.trans[s] < self.dfa.n_states
-            tok = index.starting_with(alive_bytes)
-            stays = self.next_states(s, tok) >= 0
-            dying = tok[~stays]
-            dying = dying[index._may_complete(self.entry)[dying]]  # the others die incomplete
+            entering = index.starting_with(alive_bytes)
+            stays = entering & index._pack_bools(self.next_states(s) >= 0)
+            dying = index._ids(entering & ~stays & index._may_complete(self.entry))  # the others die incomplete
             _, _, b_tok, b_off, b_state = index._walk(dying, np.zeros(len(dying), dtype=np.int64), s, self.alive, self.trans)
             complete = self.accepting[b_state]
-            hit = self._exits[s] = (index._pack_ids(tok[stays]), index._pack_ids(index.starting_with(~alive_bytes)),
-                                    _group(b_tok[complete], b_off[complete]), alive_bytes)
+            hit = self._exits[s] = (stays, index.starting_with(~alive_bytes), _group(b_tok[complete], b_off[complete]), alive_bytes)
             if len(self._exits) > _EXITS_KEPT:
                 self._exits.popitem(last=False)
         return hit
