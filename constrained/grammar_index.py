@@ -443,6 +443,19 @@ def _token_matrix(vocab: Vocabulary):
     return hit
 
 
+_LEVELS: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _trie_levels(vocab: Vocabulary):
+    """The trie's parents (as indices) and bytes (int32) and its level bounds
+    (a list), in the types ``_TerminalTokens._row`` indexes fastest with."""
+    hit = _LEVELS.get(vocab)
+    if hit is None:
+        trie = vocab.trie
+        hit = _LEVELS[vocab] = (trie.parent.astype(np.intp), trie.byte.astype(np.int32), trie.level_start.tolist())
+    return hit
+
+
 _BY_FIRST: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDictionary()
 
 
@@ -582,7 +595,7 @@ class _TerminalTokens:
     def next_states(self, s: int) -> np.ndarray:
         """Per token, the state after it from s (-1: dead)."""
         if self.table is not None:
-            return self.table[s, self.group]
+            return np.take(self.table[s], self.group)
         return self._row(s)
 
     def known_next_state(self, s: int, token: int):
@@ -601,12 +614,18 @@ class _TerminalTokens:
             self._rows.move_to_end(s)
         else:
             trie, dead = self.vocab.trie, self.dfa.n_states
-            bounds = trie.level_start.tolist()
+            parent, byte, bounds = _trie_levels(self.vocab)
+            flat = self.trans.ravel()  # state * 256 + byte -> next state (DFAs stay far below 2**23 states)
             state = np.empty(trie.n_nodes + 1, dtype=np.int32)
             state[-1] = dead  # for tokens without bytes (node -1)
             for a, b in zip(bounds, bounds[1:]):
-                above = state[trie.parent[a:b]] if a != bounds[0] else s
-                state[a:b] = self.trans[above, trie.byte[a:b]]
+                if a == bounds[0]:
+                    at = byte[a:b] + s * 256
+                else:
+                    at = state[parent[a:b]]
+                    at <<= 8
+                    at += byte[a:b]
+                np.take(flat, at, out=state[a:b])
             row = state[trie.token_node]
             row[row == dead] = -1
             self._rows[s] = row

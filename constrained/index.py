@@ -138,8 +138,7 @@ def walk_trie(dfa: DFA, trie) -> tuple[np.ndarray, np.ndarray]:
     n_classes = columns.shape[1]
     byte_class = byte_class.astype(np.int32)
 
-    node_group = np.full(trie.n_nodes, -1, dtype=np.int32)
-    rows = []
+    kept_nodes, kept_groups, rows = [], [], []
     n_groups = 0
     # The root's children, from the root's "group": every state leads to itself.
     parent_rows = np.arange(n_states, dtype=np.int32)[None, :]
@@ -158,7 +157,8 @@ def walk_trie(dfa: DFA, trie) -> tuple[np.ndarray, np.ndarray]:
         local = local_of_key[keys]
         kept = local >= 0
         alive_nodes = children[kept]
-        node_group[alive_nodes] = local[kept] + n_groups
+        kept_nodes.append(alive_nodes)
+        kept_groups.append(local[kept] + n_groups)
         parent_rows = new_rows[alive]
         rows.append(parent_rows)
         n_groups += len(parent_rows)
@@ -172,5 +172,11 @@ def walk_trie(dfa: DFA, trie) -> tuple[np.ndarray, np.ndarray]:
     group_next[group_next == sink] = -1
     if n_states < 2**15:  # the table is groups x states: halve it when states fit
         group_next = group_next.astype(np.int16)
-    token_group = np.where(trie.token_node >= 0, node_group[np.maximum(trie.token_node, 0)], -1).astype(np.int32)
+    # Each kept node's tokens get its group (a node usually spells one token).
+    tokens, starts = trie.tokens_by_node
+    nodes, groups = np.concatenate(kept_nodes), np.concatenate(kept_groups)
+    counts = starts[nodes + 1] - starts[nodes]
+    runs = np.repeat(starts[nodes] - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+    token_group = np.full(len(trie.token_node), -1, dtype=np.int32)
+    token_group[tokens[runs]] = np.repeat(groups, counts)
     return token_group, group_next

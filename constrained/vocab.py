@@ -181,6 +181,15 @@ class Trie:
         child_start = np.searchsorted(new_parent, np.arange(n + 1)).astype(np.int32)
         return cls(new_parent.astype(np.int32), bfs_byte, child_start, level_bounds.astype(np.int32), token_node)
 
+    @cached_property
+    def tokens_by_node(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the tokens with bytes sorted by node, where each node's run starts):
+        node ``n`` spells ``tokens[starts[n]:starts[n + 1]]`` (several tokens
+        when a vocabulary spells the same bytes twice)."""
+        spelled = np.flatnonzero(self.token_node >= 0)
+        tokens = spelled[np.argsort(self.token_node[spelled], kind="stable")]
+        return tokens, np.searchsorted(self.token_node[tokens], np.arange(self.n_nodes + 1)).astype(np.int64)
+
     @classmethod
     def cached(cls, vocab: Vocabulary) -> "Trie":
         """The trie of ``vocab``, from the disk cache when it was built before."""
