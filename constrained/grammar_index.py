@@ -99,6 +99,7 @@ class GrammarIndex:
         self.parser = language.parser
         self.vocab = vocab
         self.bytes, self.lengths = _token_matrix(vocab)
+        self._flat_bytes, self._width = self.bytes.ravel(), self.bytes.shape[1]
         self.eos = np.array(sorted(vocab.eos_ids), dtype=np.int64)
         self._first_byte = self.bytes[:, 0]
         self._by_first, self._completing = _by_first_byte(vocab)
@@ -321,7 +322,7 @@ class GrammarIndex:
             self._traces.move_to_end(key)
             return hit
         trans, dead = self.lexer.trans, self.lexer.n_states
-        lengths, matrix = self.lengths, self.bytes
+        lengths = self.lengths
         n = len(group.tok)
         who, tok, pos = np.arange(n), group.tok, group.off
         path, state = np.zeros(n, dtype=np.int64), np.full(n, q, dtype=np.int32)  # path: its number in its level
@@ -329,7 +330,7 @@ class GrammarIndex:
         states, parents, levels = [], [], [0]
         above = -1  # where the paths one level up start (-1: the level 0 paths extend none)
         while len(who):
-            state = trans[state, matrix[tok, pos]]
+            state = self._after_byte(trans, state, tok, pos)
             paths, path = _distinct(path * (dead + 1) + state, (levels[-1] - max(above, 0) or 1) * (dead + 1))
             parents.append(paths // (dead + 1) + above if above >= 0 else np.full(len(paths), -1))
             states.append((paths % (dead + 1)).astype(np.int32))
@@ -366,6 +367,15 @@ class GrammarIndex:
         before = np.where(parent[out] >= 0, trace.state[parent[out]], trace.q)
         return trace.tok[ended][ctx.alive_valid[last]], trace.tok[~ended], trace.off[~ended] + trace.depth[out], before
 
+    def _after_byte(self, trans: np.ndarray, state, tok, pos) -> np.ndarray:
+        """``trans[state, byte pos of token tok]`` for each token, through flat
+        indices (half the time of 2-D fancy indexing)."""
+        at = tok * self._width
+        at += pos
+        at = np.take(self._flat_bytes, at).astype(np.int64)
+        at += state.astype(np.int64) << 8
+        return np.take(trans.ravel(), at)
+
     def _by_terminal(self, tok, off, term) -> dict:
         """{terminal: _Group} for tokens leaving a lexeme emitted as ``term`` (-1: dropped)."""
         found = {}
@@ -380,7 +390,7 @@ class GrammarIndex:
         leaves the lexeme, where ``alive`` turns false (-> token, offset of the byte
         that does not fit, state before it)."""
         trans = self.lexer.trans if trans is None else trans
-        lengths, matrix = self.lengths, self.bytes
+        lengths = self.lengths
         state = np.full(tok.shape, q, dtype=np.int64)
         pos = off.copy()
         ended, end_state, b_tok, b_off, b_p = [], [], [], [], []
@@ -393,7 +403,7 @@ class GrammarIndex:
                 tok, pos, state = tok[keep], pos[keep], state[keep]
                 if not len(tok):
                     break
-            nxt = trans[state, matrix[tok, pos]]
+            nxt = self._after_byte(trans, state, tok, pos)
             out = ~alive[nxt]
             if out.any():
                 b_tok.append(tok[out])
