@@ -75,17 +75,18 @@ class _Trace:
     """A group's tokens walked from lexer state ``q`` with every terminal alive,
     byte by byte, until each token ends or leaves them all. Tokens that pass
     through the same lexer states share one path, kept once: a tree with a level
-    per byte (path i reaches ``state[i]``, extends path ``parent[i]`` (-1: none)
-    and is ``depth[i]`` bytes past the first). A context's walk of a token is its
+    per byte (path i reaches ``state[i]`` from ``before[i]``, extends path
+    ``parent[i]`` (-1: none) and is ``depth[i]`` bytes past the first). A context's walk of a token is its
     path up to the first state that no terminal the context accepts keeps alive,
     so each context reads its walks off the paths (``GrammarIndex._read``)
     instead of walking the bytes again. The tokens (``tok``, ``off``) are sorted
     by the path each one ends on (``end``); ``levels``: where each depth's paths start."""
 
-    __slots__ = ("q", "state", "parent", "depth", "levels", "tok", "off", "end")
+    __slots__ = ("q", "state", "before", "parent", "depth", "levels", "tok", "off", "end")
 
     def __init__(self, q, state, parent, depth, levels, tok, off, end):
         self.q, self.state, self.parent, self.depth, self.levels = q, state, parent, depth, levels
+        self.before = np.where(parent >= 0, state[parent], q)
         self.tok, self.off, self.end = tok, off, end
 
 
@@ -364,8 +365,8 @@ class GrammarIndex:
         ended = out < 0
         last = trace.state[trace.end[ended]]
         out = out[~ended]
-        before = np.where(parent[out] >= 0, trace.state[parent[out]], trace.q)
-        return trace.tok[ended][ctx.alive_valid[last]], trace.tok[~ended], trace.off[~ended] + trace.depth[out], before
+        leaving = ~ended
+        return trace.tok[ended][ctx.alive_valid[last]], trace.tok[leaving], trace.off[leaving] + trace.depth[out], trace.before[out]
 
     def _after_byte(self, trans: np.ndarray, state, tok, pos) -> np.ndarray:
         """``trans[state, byte pos of token tok]`` for each token, through flat
