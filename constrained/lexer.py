@@ -162,6 +162,11 @@ class Lexer:
             live = comps[:, t] >= 0
             self.accepting[live, t] = dfa.accepting[comps[live, t]]
         self.trans = trans
+        # For contexts: the live terminals as bits, and the states where some terminal is complete
+        # with their complete terminals in choice order.
+        self._alive_bits = np.packbits(self.alive, axis=1)
+        self._completing = np.flatnonzero(self.accepting.any(axis=1))
+        self._complete_in_order = self.accepting[self._completing][:, self.choice_order]
 
     def context(self, acceptable: frozenset, valid: frozenset) -> LexContext:
         """The interned context for these terminal sets (both include the ignored terminals)."""
@@ -176,12 +181,13 @@ class Lexer:
         in_lark[list(acceptable)] = True
         in_valid = np.zeros(n_terms, dtype=bool)
         in_valid[list(valid)] = True
-        alive_lark = np.append((self.alive & in_lark).any(axis=1), False)
-        alive_valid = np.append((self.alive & in_valid).any(axis=1), False)
-        complete = (self.accepting & in_lark)[:, self.choice_order]
+        alive_lark = np.append((self._alive_bits & np.packbits(in_lark)).any(axis=1), False)
+        alive_valid = np.append((self._alive_bits & np.packbits(in_valid)).any(axis=1), False)
+        complete = self._complete_in_order & in_lark[self.choice_order]
         first = self.choice_order[complete.argmax(axis=1)]
-        choice = np.where(complete.any(axis=1) & in_valid[first], first, -1)
-        return LexContext(len(self._contexts), in_lark, in_valid, alive_lark, alive_valid, np.append(choice, -1))
+        choice = np.full(self.n_states + 1, -1, dtype=np.int64)
+        choice[self._completing] = np.where(complete.any(axis=1) & in_valid[first], first, -1)
+        return LexContext(len(self._contexts), in_lark, in_valid, alive_lark, alive_valid, choice)
 
     def check_lark_agrees(self, acceptable_sets, names, is_str, priority) -> None:
         """Refuse terminals that lark's lexer would split differently from the
