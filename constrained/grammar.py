@@ -70,7 +70,10 @@ def grammar(
     terminals. ``terminals`` maps names the grammar ``%declare``s to byte DFAs
     (``constrained.dfa.DFA``) that define them; such a grammar is lexed by the
     rules above only (lark itself cannot lex it). After a terminal named in
-    ``glued`` no ``%ignore``'d lexeme may come (the pieces of one JSON string)."""
+    ``glued`` no ``%ignore``'d lexeme may come (the pieces of one JSON string).
+    Each terminal's token table is built with the grammar's index for a
+    vocabulary (a written grammar has few terminals, and most get used), so
+    that the first masks of a generation do not wait for them."""
     text, import_paths, source = _read(text_or_path)
     _check_max_ignored(max_ignored)
     terminals = dict(terminals or {})
@@ -86,7 +89,7 @@ def grammar(
     if not glued <= set(terminals) | {t.name for t in lk.terminals}:
         raise ConstrainedError(f"glued terminals {sorted(glued - set(terminals))} are not terminals of the grammar")
     language = _compile(analysis, start, max_ignored, terminals, glued)
-    return Grammar(lk, language, f"grammar from {source} (start={start!r})", lark_lexes=not (terminals or glued))
+    return Grammar(lk, language, f"grammar from {source} (start={start!r})", lark_lexes=not (terminals or glued), eager=True)
 
 
 def grammar_from_rules(rules: dict, start: str, terminals: dict, ignored: dict, glued=(),
@@ -392,20 +395,21 @@ class Grammar(Compiled):
     """A compiled Lark grammar. ``matcher(tokenizer)`` follows one sequence;
     ``processor(tokenizer)`` is an mlx-lm logits processor for one generation."""
 
-    def __init__(self, lk, language: _Language, description: str, lark_lexes: bool = True):
+    def __init__(self, lk, language: _Language, description: str, lark_lexes: bool = True, eager: bool = False):
         super().__init__()
         self.lark = lk
         self.language = language
         self.description = description
         self._lark_lexes = lark_lexes
         self._lark_parser = None
+        self._eager = eager
 
     def __repr__(self) -> str:
         return (f"<Grammar {self.description}: {len(self.language.names)} terminals, "
                 f"{self.language.lexer.n_states} lexer states>")
 
     def _new_index(self, vocab: Vocabulary) -> GrammarIndex:
-        return GrammarIndex(self.language, vocab)
+        return GrammarIndex(self.language, vocab, self._eager)
 
     def _new_matcher(self, index: GrammarIndex) -> "GrammarMatcher":
         return GrammarMatcher(index)

@@ -94,7 +94,7 @@ class GrammarIndex:
     """A grammar over one vocabulary: token masks per (lexer state, parser stack),
     remembered under the top of the stack that decided them."""
 
-    def __init__(self, language, vocab: Vocabulary):
+    def __init__(self, language, vocab: Vocabulary, eager: bool = False):
         self.language = language
         self.lexer = language.lexer
         self.parser = language.parser
@@ -120,6 +120,9 @@ class GrammarIndex:
         self._distinct: dict = {}
         self.bias_cache: OrderedDict = OrderedDict()
         self._eos_only = self._pack_ids(self.eos)
+        if eager:  # a written grammar's terminals are few and most get used: their tables are built now
+            for k in range(len(self._terminals)):
+                self._terminal(k)
 
     def _terminal(self, k: int) -> "_TerminalTokens":
         found = self._terminals[k]
