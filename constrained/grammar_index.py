@@ -11,9 +11,10 @@ whole vocabulary. Tokens that leave the lexeme are then followed from the parser
 stack, lexeme after lexeme, in groups by the terminal emitted; the walk of a
 group through a lexeme is remembered under the group, the lexeme's start state
 and its context, and a group that several contexts meet is traced once with
-every terminal alive, each context reading its walk off the trace. A whole mask is
-remembered under the top states of the stack it read (lalr.SuffixMemo), so the
-same situation at another nesting depth costs a dictionary lookup.
+every terminal alive, each context reading its walk off the trace. A whole mask,
+and each group's way through the lexemes after one, is remembered under the top
+states of the stack it read (lalr.SuffixMemo), so the same situation at another
+nesting depth costs a dictionary lookup.
 """
 
 import hashlib
@@ -30,6 +31,7 @@ from .models import cache_dir
 from .vocab import Vocabulary, padded_bytes
 
 _MASK_CACHE = 50_000  # masks kept per grammar and vocabulary, keyed by stack suffix (equal masks share one array)
+_FOLLOW_CACHE = 50_000  # groups followed through the lexemes after them, keyed likewise
 _WALK_CACHE = 2_000  # token walks from a lexer state kept per grammar and vocabulary
 _NODE_CACHE = 50_000  # walks of tokens that crossed into a new lexeme, kept likewise
 _DENSE_KEYS = 1 << 20  # trace paths are numbered through a table up to this size, else by sorting
@@ -117,6 +119,7 @@ class GrammarIndex:
         self._canon: dict = {}
         self._canon_ids: dict = {}
         self._masks = SuffixMemo(_MASK_CACHE)
+        self._follows = SuffixMemo(_FOLLOW_CACHE)
         self._distinct: dict = {}
         self.bias_cache: OrderedDict = OrderedDict()
         self._eos_only = self._pack_ids(self.eos)
@@ -289,16 +292,35 @@ class GrammarIndex:
     def _follow(self, group: _Group, q: int, stack) -> list:
         """Arrays of the tokens of ``group`` whose bytes from their offset on are
         allowed from a fresh lexeme in state ``q`` with ``stack`` (None: rejected).
-        The tokens are walked together through the lexeme, then grouped by the
-        terminal emitted, lexeme after lexeme. Each walk is remembered under the
-        group, the lexeme's state and its context (which decide it), so a new
-        stack or another path to the same situation only asks the parser again.
-        A group a second context meets is traced (``_Trace``) rather than walked
-        again; one met once is just walked (a trace costs a few walks)."""
+        The tokens are walked together through the lexeme (``_lexeme``), then
+        grouped by the terminal emitted, lexeme after lexeme. The result is
+        remembered under the top of the stack it read, as masks are: a token that
+        closes many brackets reads deep, but the lexemes after it do not."""
         if stack is None:
             return []
+        parser = self.parser
         ctx = self.language.context(stack)[0]
         key = (group.id, self._canonical(q, ctx), ctx.key)
+        hit = self._follows.get(key, stack)
+        if hit is not None:
+            parser.read(stack, hit[0])
+            return hit[1]
+        with parser.reading(stack) as depth:
+            accepted, going_on = self._lexeme(key, group, q, ctx)
+            found = [accepted]
+            for term, next_group in going_on.items():
+                found += self._follow(next_group, *self.language.after(stack, term))
+            self._follows.put(key, stack, depth(), found)
+        return found
+
+    def _lexeme(self, key, group: _Group, q: int, ctx) -> tuple:
+        """(the tokens of ``group`` that end inside the lexeme from ``q`` where a
+        valid terminal of ``ctx`` can still complete, {terminal emitted: the
+        ``_Group`` going on after it}). Remembered under ``key`` (the group, the
+        lexeme's state and its context, which decide it), so a new stack or
+        another path to the same situation only asks the parser again. A group a
+        second context meets is traced (``_Trace``) rather than walked again; one
+        met once is just walked (a trace costs a few walks)."""
         node = self._nodes.get(key)
         if node is None:
             if (group.id, q) in self._walked:  # another context walks it again: trace it once for all
@@ -313,10 +335,7 @@ class GrammarIndex:
             if len(self._nodes) >= _NODE_CACHE:
                 self._nodes.clear()
             self._nodes[key] = node
-        found = [node[0]]
-        for term, next_group in node[1].items():
-            found += self._follow(next_group, *self.language.after(stack, term))
-        return found
+        return node
 
     def _trace(self, group: _Group, q: int) -> _Trace:
         """The ``_Trace`` of ``group`` from state q (made once, kept while room)."""
