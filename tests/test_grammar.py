@@ -473,6 +473,24 @@ def test_masks_are_reused_at_any_depth(tokenizers, monkeypatch):
     assert all((a == b).all() for a, b in zip(deep, fresh))
 
 
+def test_follows_remembered_at_one_depth_serve_another(tokenizers):
+    """A token that closes several brackets reads deep into the stack, the
+    lexemes after it read less; what is remembered of either at one nesting
+    depth gives, at another, the masks a fresh index computes."""
+    tok = tokenizers("llama3")
+    sentences = ["(" * d + "1))" + ")" * (d - 2) + " - --(2 )" for d in (2, 5, 3, 9, 4)] + ["((((-1)))) * ---3"]
+    warm = constrained.grammar(GRAMMARS / "arithmetic.lark")
+    for text in sentences:
+        ids = encode_exact(tok, text)
+        along = [warm.matcher(tok), constrained.grammar(GRAMMARS / "arithmetic.lark").matcher(tok)]
+        for step, i in enumerate(ids + [None]):
+            masks = [m.mask() for m in along]
+            assert (masks[0] == masks[1]).all(), (text, tok.decode(ids[:step]))
+            if i is not None:
+                for m in along:
+                    m.advance(i)
+
+
 def test_strict_refuses_shift_reduce_conflicts():
     text = 'start: x | x "a" | y\nx: "b"\ny: "b" "a"'
     assert constrained.grammar(text).matches("ba")  # lark resolves the conflict as a shift
