@@ -78,8 +78,9 @@ class _Trace:
     byte by byte, until each token ends or leaves them all. Tokens that pass
     through the same lexer states share one path, kept once: a tree with a level
     per byte (path i reaches ``state[i]`` from ``before[i]``, extends path
-    ``parent[i]`` (-1: none) and is ``depth[i]`` bytes past the first). A context's walk of a token is its
-    path up to the first state that no terminal the context accepts keeps alive,
+    ``parent[i]`` (-1: none) and is ``depth[i]`` bytes past the first). A
+    context's walk of a token is its path up to the first state that no
+    terminal the context accepts keeps alive,
     so each context reads its walks off the paths (``GrammarIndex._read``)
     instead of walking the bytes again. The tokens (``tok``, ``off``) are sorted
     by the path each one ends on (``end``); ``levels``: where each depth's paths start."""
@@ -164,10 +165,9 @@ class GrammarIndex:
 
     def _pack_ids(self, ids) -> np.ndarray:
         """Packed words with the bits of ``ids`` set."""
-        allowed = np.zeros(self.words * 32, dtype=bool)
+        allowed = np.zeros(self.vocab.size, dtype=bool)
         allowed[ids] = True
-        packed = np.packbits(allowed, bitorder="little").view(np.uint32)
-        return packed
+        return self._pack_bools(allowed)
 
     def finished_mask(self) -> np.ndarray:
         return self._eos_only
@@ -385,9 +385,9 @@ class GrammarIndex:
             out[a:b] = np.where(above >= 0, above, out[a:b])
         out = out[trace.end]
         ended = out < 0
-        last = trace.state[trace.end[ended]]
-        out = out[~ended]
         leaving = ~ended
+        last = trace.state[trace.end[ended]]
+        out = out[leaving]
         return trace.tok[ended][ctx.alive_valid[last]], trace.tok[leaving], trace.off[leaving] + trace.depth[out], trace.before[out]
 
     def _after_byte(self, trans: np.ndarray, state, tok, pos) -> np.ndarray:
@@ -473,19 +473,6 @@ def _token_matrix(vocab: Vocabulary):
     hit = _TOKEN_BYTES.get(vocab)
     if hit is None:
         hit = _TOKEN_BYTES[vocab] = padded_bytes(vocab.tokens)
-    return hit
-
-
-_LEVELS: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDictionary()
-
-
-def _trie_levels(vocab: Vocabulary):
-    """The trie's parents (as indices) and bytes (int32) and its level bounds
-    (a list), in the types ``_TerminalTokens._row`` indexes fastest with."""
-    hit = _LEVELS.get(vocab)
-    if hit is None:
-        trie = vocab.trie
-        hit = _LEVELS[vocab] = (trie.parent.astype(np.intp), trie.byte.astype(np.int32), trie.level_start.tolist())
     return hit
 
 
@@ -647,7 +634,7 @@ class _TerminalTokens:
             self._rows.move_to_end(s)
         else:
             trie, dead = self.vocab.trie, self.dfa.n_states
-            parent, byte, bounds = _trie_levels(self.vocab)
+            parent, byte, bounds = trie.walk_arrays
             flat = self.trans.ravel()  # state * 256 + byte -> next state (DFAs stay far below 2**23 states)
             state = np.empty(trie.n_nodes + 1, dtype=np.int32)
             state[-1] = dead  # for tokens without bytes (node -1)
