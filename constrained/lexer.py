@@ -34,36 +34,17 @@ def bounded(dfa: DFA, limit: int) -> DFA:
     return minimize(transitions, accepting)
 
 
-_ALL_BYTES = (1 << 256) - 1
+def _segment_sums(values: np.ndarray, bounds: np.ndarray, dtype) -> np.ndarray:
+    """Sums of ``values`` over the row segments ``bounds[i]:bounds[i + 1]`` (which may be
+    empty), wrapping for unsigned ``dtype``."""
+    sums = np.zeros((len(values) + 1, values.shape[1]), dtype=dtype)
+    np.cumsum(values, axis=0, dtype=dtype, out=sums[1:])
+    return sums[bounds[1:]] - sums[bounds[:-1]]
 
 
-class _ByteSets:
-    """A DFA's transitions as bit sets of bytes (Python ints, bit b for byte b), per state on demand."""
-
-    def __init__(self, dfa: DFA):
-        byte_class, columns = byte_classes(dfa.transitions)
-        self.columns = columns.tolist()
-        members = [0] * columns.shape[1]
-        for b, c in enumerate(byte_class.tolist()):
-            members[c] |= 1 << b
-        self.members = members
-        self.known: dict = {}
-
-    def moves(self, s: int) -> tuple:
-        """([(live target, the bytes that lead there)], the bytes on which state s dies)."""
-        hit = self.known.get(s)
-        if hit is None:
-            sets: dict = {}
-            for c, target in enumerate(self.columns[s]):
-                sets[target] = sets.get(target, 0) | self.members[c]
-            hit = self.known[s] = ([(t, bits) for t, bits in sets.items() if t >= 0], sets.get(-1, 0))
-        return hit
-
-
-def _bytes_of(sets: list) -> np.ndarray:
-    """(len(sets), 256) bools from bit sets of bytes."""
-    data = b"".join(bits.to_bytes(32, "little") for bits in sets)
-    return np.unpackbits(np.frombuffer(data, dtype=np.uint8), bitorder="little").reshape(len(sets), 256).view(bool)
+def _ranges(first: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The concatenated ranges ``first[i] : first[i] + lengths[i]``."""
+    return np.repeat(first - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
 
 
 class LexContext:
@@ -91,72 +72,64 @@ class Lexer:
         self._contexts: dict = {}
 
     def _product(self, dfas) -> None:
-        # A state is keyed by its live terminals' (terminal, DFA state) pairs. Inside most
-        # lexemes one terminal is left alive: once one such state is reached, all of that
-        # terminal's states join as a block (``single_base[t]`` + its DFA state), whose
-        # transitions are the DFA's own, shifted; only states with several live terminals
-        # are explored one by one.
+        # A state is the set of its live terminals' DFA states, numbered globally (terminal t's
+        # state s is offset[t] + s). Inside most lexemes one terminal is left alive: once one such
+        # state is reached, all of that terminal's states join as a block (``single_base[t]`` + its
+        # DFA state), whose transitions are the DFA's own, shifted. The states with several live
+        # terminals (and the two start states) are explored a level at a time, all of a level's
+        # states and byte classes at once; their successors are told apart by a 64-bit digest of the
+        # set, and each grouping is then checked member by member.
         n_terms = len(dfas)
-        starts = [tuple((t, 0) for t in range(n_terms)), tuple((t, 0) for t in range(n_terms) if not self.ignored[t])]
-        ids: dict = {}
-        order: list = list(starts)  # the start states are kept apart from all others even when their tuples agree
-        single_base = np.full(n_terms, -1, dtype=np.int64)
+        sizes = np.array([dfa.n_states for dfa in dfas], dtype=np.int64)
+        offset = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        term_of = np.repeat(np.arange(n_terms), sizes)
+        # Byte classes: runs of bytes on which every terminal's every state moves alike (runs, not
+        # the coarsest classes, as they take one pass to find and are nearly as few).
+        differs = np.zeros(255, dtype=bool)
+        for dfa in dfas:
+            differs |= (dfa.transitions[:, 1:] != dfa.transitions[:, :-1]).any(axis=0)
+        byte_class = np.concatenate([[0], np.cumsum(differs)])
+        first_bytes = np.flatnonzero(np.r_[True, differs])
+        columns = np.concatenate([np.where(c >= 0, c + o, -1) for c, o in
+                                  ((dfa.transitions[:, first_bytes], o) for dfa, o in zip(dfas, offset.tolist()))])
         self.q0, self.q0i = 0, 1
         self.starts = (0, 1)
-
-        def state_id(live: tuple) -> int:
-            if len(live) == 1:
-                (t, s), = live
-                if single_base[t] < 0:
-                    single_base[t] = len(order)
-                    order.extend(((t, c),) for c in range(dfas[t].n_states))
-                return int(single_base[t]) + s
-            if live not in ids:
-                ids[live] = len(order)
-                order.append(live)
-            return ids[live]
-
-        byte_sets = [None] * n_terms
-        expanded = []  # the states explored one by one
-        explored, sets, targets = [], [], []  # per part of their bytes: the state, the bytes, the target
-        k = 0
-        while k < len(order):
-            live = order[k]
-            if k in self.starts or len(live) > 1:
-                expanded.append(k)
-                # Split the 256 bytes by where each live terminal goes on them: few parts, as bit sets.
-                parts = [(_ALL_BYTES, ())]
-                for t, s in live:
-                    if byte_sets[t] is None:
-                        byte_sets[t] = _ByteSets(dfas[t])
-                    moves, dying = byte_sets[t].moves(s)
-                    parts = ([(both, key + ((t, c),)) for bits, key in parts for c, move in moves
-                              if (both := bits & move)]
-                             + [(rest, key) for bits, key in parts if (rest := bits & dying)])
-                for bits, key in parts:
-                    if key:
-                        explored.append(k)
-                        sets.append(bits)
-                        targets.append(state_id(key))
-            k += 1
-        n = len(order)
-        trans = np.full((n + 1, 256), n, dtype=np.int32)  # the last row: the dead sentinel
+        for seed in range(3):  # a digest collision (odds 2**-64 a pair) is caught and retried
+            found = self._explore(columns, term_of, offset, np.random.default_rng(seed), n_terms)
+            if found is not None:
+                break
+        else:  # pragma: no cover
+            raise ConstrainedError("the lexer automaton could not be built (repeated digest collisions)")
+        members, levels = found
+        n_explored = len(members)
+        # Blocks for the terminals reached alone, after the explored states; then the dead sentinel.
+        singles = np.concatenate([-2 - code[code <= -2] for _, code in levels] + [np.zeros(0, dtype=np.int64)])
+        reached = np.unique(term_of[singles])
+        single_base = np.full(n_terms, -1, dtype=np.int64)
+        single_base[reached] = n_explored + np.concatenate([[0], np.cumsum(sizes[reached])[:-1]]).astype(np.int64)
+        n = n_explored + int(sizes[reached].sum())
+        trans = np.full((n + 1, 256), n, dtype=np.int32)
+        for ids, code in levels:
+            g = np.maximum(-2 - code, 0)
+            t = term_of[g]
+            target = np.where(code >= 0, code, np.where(code == -1, n, single_base[t] + g - offset[t]))
+            trans[ids] = target[:, byte_class]
         comps = np.full((n, n_terms), -1, dtype=np.int64)
-        if sets:
-            part, byte = np.nonzero(_bytes_of(sets))
-            trans[np.array(explored)[part], byte] = np.array(targets)[part]
-        for k in expanded:
-            for t, c in order[k]:
-                comps[k, t] = c
-        for t in np.flatnonzero(single_base >= 0).tolist():
+        comps[:n_explored] = np.where(members >= 0, members - offset, -1)
+        state, term = np.nonzero(members >= 0)
+        ends = np.searchsorted(state, np.arange(n_explored + 1)).tolist()
+        term = term.tolist()
+        alive_terminals = [term[a:b] for a, b in zip(ends, ends[1:])]
+        for t in reached.tolist():
             base, dfa = int(single_base[t]), dfas[t]
             trans[base:base + dfa.n_states] = np.where(dfa.transitions >= 0, dfa.transitions + base, n)
             comps[base:base + dfa.n_states, t] = np.arange(dfa.n_states)
+            alive_terminals.extend([[t]] * dfa.n_states)
         self.components = comps  # per state, each terminal's DFA state (-1: dead)
         self.single_base = single_base  # per terminal, the state where it alone is alive in its DFA state 0 (-1: none)
         self.n_states = n
         self.alive = comps >= 0
-        self.alive_terminals = [[t for t, _ in live] for live in order] + [[]]  # the sentinel's: none
+        self.alive_terminals = alive_terminals + [[]]  # the sentinel's: none
         self.accepting = np.zeros((n, n_terms), dtype=bool)
         for t, dfa in enumerate(dfas):
             live = comps[:, t] >= 0
@@ -167,6 +140,63 @@ class Lexer:
         self._alive_bits = np.packbits(self.alive, axis=1)
         self._completing = np.flatnonzero(self.accepting.any(axis=1))
         self._complete_in_order = self.accepting[self._completing][:, self.choice_order]
+
+    def _explore(self, columns, term_of, offset, rng, n_terms):
+        """The start states and the states with several live terminals, breadth first:
+        (per state, each terminal's global DFA state or -1; per level, the level's states
+        and their successor codes per byte class: a state, -1 dead, or -2 - g for the
+        block state of global DFA state g). None where two sets share a digest."""
+        live = columns >= 0
+        # Per (global DFA state, class), what a live target adds to its set's sums: 1 to the count
+        # (low 24 bits) and itself above them; and a random weight to the digest.
+        counted = np.where(live, (columns.astype(np.uint64) << 24) | 1, 0)
+        weighed = np.where(live, rng.integers(0, 2**63, size=len(columns), dtype=np.int64).astype(np.uint64)[columns], 0)
+        starts = [offset, offset[~self.ignored]]
+        members = np.full((64, n_terms), -1, dtype=np.int64)  # grown by doubling; n rows used
+        for k, start in enumerate(starts):
+            members[k, term_of[start]] = start
+        sizes = np.zeros(64, dtype=np.int64)  # live terminals per state
+        level_ids = np.arange(2)
+        flat = np.concatenate(starts)
+        bounds = np.array([0, len(starts[0]), len(flat)])
+        known: dict = {}  # digest -> state, for the states with several live terminals
+        n, levels = 2, []
+        while len(level_ids):
+            targets = columns[flat]  # (member, class)
+            packed = _segment_sums(counted[flat], bounds, np.uint64)  # (state, class)
+            count = (packed & 0xFFFFFF).astype(np.int64)
+            digest = _segment_sums(weighed[flat], bounds, np.uint64)
+            code = np.where(count == 1, -2 - (packed >> 24).astype(np.int64), -1)
+            several = np.nonzero(count >= 2)
+            unique, first, inverse = np.unique(digest[several], return_index=True, return_inverse=True)
+            ids = np.array([known.get(d, -1) for d in unique.tolist()], dtype=np.int64)
+            new = np.flatnonzero(ids < 0)
+            ids[new] = np.arange(n, n + len(new))
+            known.update(zip(unique[new].tolist(), ids[new].tolist()))
+            code[several] = ids[inverse.ravel()]
+            # The new states' members: the live targets of the first entry with their digest.
+            state, cls = several[0][first[new]], several[1][first[new]]
+            lengths = bounds[state + 1] - bounds[state]
+            picked = targets[_ranges(bounds[state], lengths), np.repeat(cls, lengths)]
+            owner = np.repeat(np.arange(len(new)), lengths)[picked >= 0]
+            picked = picked[picked >= 0]
+            if n + len(new) > len(members):
+                grow = max(n + len(new), 2 * len(members)) - len(members)
+                members = np.concatenate([members, np.full((grow, n_terms), -1, dtype=np.int64)])
+                sizes = np.concatenate([sizes, np.zeros(grow, dtype=np.int64)])
+            members[n + owner, term_of[picked]] = picked
+            sizes[n:n + len(new)] = count[state, cls]
+            n += len(new)
+            # Every entry must be exactly the set its digest named: as many members, each one there.
+            if not np.array_equal(sizes[code[several]], count[several]):
+                return None
+            spread = np.repeat(np.arange(len(level_ids)), np.diff(bounds))
+            check = live[flat] & (count[spread] >= 2)
+            if not np.array_equal(members[code[spread][check], term_of[targets[check]]], targets[check]):
+                return None
+            levels.append((level_ids, code))
+            level_ids, flat, bounds = ids[new], picked, np.concatenate([[0], np.cumsum(count[state, cls])])
+        return members[:n], levels
 
     def context(self, acceptable: frozenset, valid: frozenset) -> LexContext:
         """The interned context for these terminal sets (both include the ignored terminals)."""
