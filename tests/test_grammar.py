@@ -520,6 +520,62 @@ def test_grammar_from_rules():
         grammar_from_rules(conflicting, "start", {"A": literal(b"a"), "B": literal(b"b")}, {})
 
 
+def test_lalr_tables_of_generated_grammars_are_larks(monkeypatch):
+    """Generated grammars are analysed without lark's FIRST and FOLLOW sets; their
+    parse tables must be exactly those lark's own LALR analysis builds, on schemas
+    whose grammars have empty rules (optional properties) and recursion."""
+    from lark.common import ParserConf
+    from lark.parsers.lalr_analysis import LALR_Analyzer
+
+    def canonical(table, start):  # the table with states numbered in the order a walk from the start meets them
+        number = {table.start_states[start]: 0}
+        rows, todo = [], [table.start_states[start]]
+        while todo:
+            row = []
+            for symbol, (action, arg) in sorted(table.states[todo.pop(0)].items()):
+                if action.name == "Shift":
+                    if arg not in number:
+                        number[arg] = len(number)
+                        todo.append(arg)
+                    arg = number[arg]
+                row.append((symbol, action.name, str(arg)))
+            rows.append(row)
+        return rows, number.get(table.end_states[start])
+
+    grammar_module = sys.modules["constrained.grammar"]
+    ours = grammar_module._lalr_analyzer
+    compared = []
+
+    def both(rules, start):
+        analyzer = ours(rules, start)
+        analyzer.compute_lalr()
+        reference = LALR_Analyzer(ParserConf(rules, {}, [start]))
+        reference.compute_lalr()
+        assert analyzer.NULLABLE == reference.NULLABLE
+        assert canonical(analyzer.parse_table, start) == canonical(reference.parse_table, start)
+        compared.append(len(analyzer.NULLABLE))
+        return ours(rules, start)
+
+    monkeypatch.setattr(grammar_module, "_lalr_analyzer", both)
+    tree = {"type": "object", "properties": {"name": {"type": "string"},
+                                            "children": {"type": "array", "items": {"$ref": "#"}}}}
+    constrained.json_schema(tree)
+    constrained.json_schema({"type": "object", "properties": {k: {"type": "integer"} for k in "abcdef"},
+                             "required": ["c"], "additionalProperties": {"type": "boolean"}})
+    constrained.json_schema({"anyOf": [{"type": "array", "items": {"type": "number"}, "minItems": 2},
+                                       {"type": "object", "minProperties": 1}]})
+    from constrained.dfa import literal
+    from constrained.grammar import grammar_from_rules
+
+    chained = {"start": [("items", "tail")], "items": [(), ("A", "items")], "tail": [("first", "second")],
+               "first": [(), ("B",)], "second": [(), ("C",)]}
+    g = grammar_from_rules(chained, "start", {k: literal(k.lower().encode()) for k in "ABC"}, {})
+    assert g.matches("") and g.matches("aabc") and g.matches("c") and not g.matches("cb")
+    assert compared == [0, 0, 0, 5]  # every rule derives the empty string, start through the others
+    with pytest.raises(constrained.ConstrainedError, match="rules \\['nowhere'\\] are used but not defined"):
+        ours([], "nowhere")
+
+
 def test_nothing_ignored_after_glued_terminals(tokenizers):
     text = 'start: A B C\nA: "a"\nB: "b"\nC: "c"\n%ignore " "'
     glued = constrained.grammar(text, glued={"A"})
