@@ -49,6 +49,7 @@ from .dfa import DFA, from_regex, gc_paused
 from .errors import ConstrainedError
 from .grammar_index import GrammarIndex
 from .lalr import END, ParseTable, SuffixMemo
+from .lalr_tables import lalr_table
 from .lexer import Lexer, bounded
 from .matcher import TokenHistory
 from .vocab import Vocabulary
@@ -97,74 +98,25 @@ def grammar_from_rules(rules: dict, start: str, terminals: dict, ignored: dict, 
     """A grammar built by a program rather than written: ``rules`` maps each rule
     name to its alternatives (tuples of rule names and names of ``terminals``,
     byte DFAs), ``ignored`` maps the %ignore'd terminals' names to theirs. Lark
-    only builds the LALR(1) parse table (shift/reduce conflicts are refused);
-    reading grammar text would cost more than that for a generated grammar."""
+    provides the rule objects, and lalr_tables.py builds the LALR(1) parse table
+    as lark would (shift/reduce conflicts are refused): lark's own analysis,
+    and reading grammar text, would cost more for a generated grammar."""
     from lark.grammar import NonTerminal, Rule, Terminal
 
     _check_max_ignored(max_ignored)
     symbol = {name: NonTerminal(name) for name in rules}
     symbol.update((name, Terminal(name)) for name in list(terminals) + list(ignored))
+    unknown = sorted({s for alternatives in rules.values() for alternative in alternatives for s in alternative}
+                     - symbol.keys())
+    if unknown:
+        raise ConstrainedError(f"rules use {unknown}, which are neither rules nor terminals")
     lark_rules = [Rule(symbol[name], [symbol[s] for s in alternative], order=k)
                   for name, alternatives in rules.items() for k, alternative in enumerate(dict.fromkeys(alternatives))]
-    with _lark_errors(start), _shift_reduce_conflicts(refuse=True):
-        analyzer = _lalr_analyzer(lark_rules, start)
-        analyzer.compute_lalr()
-    analysis = _Analysis([], set(ignored), lark_rules, analyzer.parse_table)
+    with gc_paused():
+        table = lalr_table(lark_rules, start)
+    analysis = _Analysis([], set(ignored), lark_rules, table)
     language = _compile(analysis, start, max_ignored, {**terminals, **ignored}, frozenset(glued))
     return Grammar(None, language, description, lark_lexes=False)
-
-
-def _lalr_analyzer(rules: list, start: str):
-    """Lark's LALR(1) analyser for ``rules``, set up without the FIRST and FOLLOW
-    sets lark's GrammarAnalyzer computes first: LALR reads only NULLABLE, and
-    lark's fixed point for all three is quadratic, seconds on a large generated
-    grammar. The attributes set are the ones LALR_Analyzer reads."""
-    from collections import defaultdict
-
-    from lark.grammar import NonTerminal, Rule
-    from lark.parsers.grammar_analysis import LR0ItemSet, RulePtr
-    from lark.parsers.lalr_analysis import LALR_Analyzer
-
-    by_origin: dict = {}
-    for rule in rules:
-        by_origin.setdefault(rule.origin, []).append(rule)
-    undefined = {s.name for rule in rules for s in rule.expansion if not s.is_term and s not in by_origin}
-    if NonTerminal(start) not in by_origin:
-        undefined.add(start)
-    if undefined:
-        raise ConstrainedError(f"rules {sorted(undefined)} are used but not defined")
-    root = Rule(NonTerminal("$root_" + start), [NonTerminal(start)])
-    by_origin[root.origin] = [root]
-    analyzer = LALR_Analyzer.__new__(LALR_Analyzer)
-    analyzer.debug = analyzer.strict = False
-    analyzer.lr0_rules_by_origin = by_origin
-    analyzer.lr0_start_states = {start: LR0ItemSet([RulePtr(root, 0)], analyzer.expand_rule(root.origin, by_origin))}
-    analyzer.NULLABLE = _nullable(rules)
-    analyzer.nonterminal_transitions = []
-    analyzer.directly_reads, analyzer.reads, analyzer.includes, analyzer.lookback = (defaultdict(set) for _ in range(4))
-    return analyzer
-
-
-def _nullable(rules: list) -> set:
-    """The rule symbols that derive the empty string: a rule's origin is, once every
-    symbol of its expansion is (counted down, symbol by symbol)."""
-    remaining, users = [], {}
-    for k, rule in enumerate(rules):
-        remaining.append(len(rule.expansion) if all(not s.is_term for s in rule.expansion) else -1)
-        for s in rule.expansion:
-            users.setdefault(s, []).append(k)
-    nullable: set = set()
-    found = [rule.origin for rule, left in zip(rules, remaining) if left == 0]
-    while found:
-        symbol = found.pop()
-        if symbol in nullable:
-            continue
-        nullable.add(symbol)
-        for k in users.get(symbol, ()):
-            remaining[k] -= 1
-            if remaining[k] == 0:
-                found.append(rules[k].origin)
-    return nullable
 
 
 def _check_max_ignored(max_ignored) -> None:

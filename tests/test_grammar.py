@@ -521,11 +521,14 @@ def test_grammar_from_rules():
 
 
 def test_lalr_tables_of_generated_grammars_are_larks(monkeypatch):
-    """Generated grammars are analysed without lark's FIRST and FOLLOW sets; their
-    parse tables must be exactly those lark's own LALR analysis builds, on schemas
-    whose grammars have empty rules (optional properties) and recursion."""
+    """Generated grammars get their parse tables from lalr_tables.py rather than
+    lark's analysis; they must be exactly lark's (up to state numbers), on schemas
+    with recursion and on rules that derive the empty string."""
     from lark.common import ParserConf
     from lark.parsers.lalr_analysis import LALR_Analyzer
+
+    from constrained.dfa import literal
+    from constrained.grammar import grammar_from_rules
 
     def canonical(table, start):  # the table with states numbered in the order a walk from the start meets them
         number = {table.start_states[start]: 0}
@@ -543,20 +546,18 @@ def test_lalr_tables_of_generated_grammars_are_larks(monkeypatch):
         return rows, number.get(table.end_states[start])
 
     grammar_module = sys.modules["constrained.grammar"]
-    ours = grammar_module._lalr_analyzer
-    compared = []
+    ours = grammar_module.lalr_table
+    nullable = []
 
     def both(rules, start):
-        analyzer = ours(rules, start)
-        analyzer.compute_lalr()
+        table = ours(rules, start)
         reference = LALR_Analyzer(ParserConf(rules, {}, [start]))
         reference.compute_lalr()
-        assert analyzer.NULLABLE == reference.NULLABLE
-        assert canonical(analyzer.parse_table, start) == canonical(reference.parse_table, start)
-        compared.append(len(analyzer.NULLABLE))
-        return ours(rules, start)
+        assert canonical(table, start) == canonical(reference.parse_table, start)
+        nullable.append(len(reference.NULLABLE))
+        return table
 
-    monkeypatch.setattr(grammar_module, "_lalr_analyzer", both)
+    monkeypatch.setattr(grammar_module, "lalr_table", both)
     tree = {"type": "object", "properties": {"name": {"type": "string"},
                                             "children": {"type": "array", "items": {"$ref": "#"}}}}
     constrained.json_schema(tree)
@@ -564,16 +565,15 @@ def test_lalr_tables_of_generated_grammars_are_larks(monkeypatch):
                              "required": ["c"], "additionalProperties": {"type": "boolean"}})
     constrained.json_schema({"anyOf": [{"type": "array", "items": {"type": "number"}, "minItems": 2},
                                        {"type": "object", "minProperties": 1}]})
-    from constrained.dfa import literal
-    from constrained.grammar import grammar_from_rules
-
     chained = {"start": [("items", "tail")], "items": [(), ("A", "items")], "tail": [("first", "second")],
                "first": [(), ("B",)], "second": [(), ("C",)]}
     g = grammar_from_rules(chained, "start", {k: literal(k.lower().encode()) for k in "ABC"}, {})
     assert g.matches("") and g.matches("aabc") and g.matches("c") and not g.matches("cb")
-    assert compared == [0, 0, 0, 5]  # every rule derives the empty string, start through the others
-    with pytest.raises(constrained.ConstrainedError, match="rules \\['nowhere'\\] are used but not defined"):
-        ours([], "nowhere")
+    assert nullable == [0, 0, 0, 5]  # every rule derives the empty string, start through the others
+    with pytest.raises(constrained.ConstrainedError, match="start rule 'nowhere' has no alternatives"):
+        grammar_from_rules(chained, "nowhere", {k: literal(k.lower().encode()) for k in "ABC"}, {})
+    with pytest.raises(constrained.ConstrainedError, match="rules use \\['D'\\], which are neither"):
+        grammar_from_rules({**chained, "first": [("D",)]}, "start", {k: literal(k.lower().encode()) for k in "ABC"}, {})
 
 
 def test_nothing_ignored_after_glued_terminals(tokenizers):
