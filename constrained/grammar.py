@@ -31,9 +31,10 @@ grammar is refused at compile time with an example.
 Grammars may also bring terminals as byte DFAs (``terminals=``, for
 ``%declare``'d names). Lark cannot lex those, so only the rules above apply.
 A program that generates its grammar (json_schema.py) hands over rules and
-DFAs directly (``grammar_from_rules``): lark then only builds the parse table.
+DFAs directly (``grammar_from_rules``): lalr_tables.py then builds the parse
+table as lark would, without reading grammar text.
 
-The pieces: lexer.py holds the terminals' automaton, lalr.py drives lark's
+The pieces: lexer.py holds the terminals' automaton, lalr.py drives the
 parse table, grammar_index.py computes token masks over a vocabulary.
 """
 
@@ -263,12 +264,25 @@ def _compile(analysis: _Analysis, start: str, max_ignored: int, terminals: dict,
         for name in names:
             dfa = terminals[name] if name in terminals else _terminal_dfa(name, defs[name].pattern)
             dfas.append(bounded(dfa, max_ignored) if name in ignored_names else dfa)
-        lexer = Lexer(dfas, ignored, choice_order)
     parser = ParseTable(table, start, {name: k for k, name in enumerate(names)})
-    language = _Language(names, lexer, parser, frozenset(k for k, name in enumerate(names) if name in glued))
+    glued_ids = frozenset(k for k, name in enumerate(names) if name in glued)
+    acceptable = _acceptable(parser, frozenset(np.flatnonzero(ignored).tolist()), glued_ids)
+    with gc_paused():
+        lexer = Lexer(dfas, ignored, choice_order, set(acceptable.values()))
+    language = _Language(names, lexer, parser, acceptable)
     if not terminals:  # with DFA terminals lark cannot lex the grammar, so there is nothing to agree with
-        lexer.check_lark_agrees(set(language.acceptable.values()), names, is_str, priority)
+        lexer.check_lark_agrees({terms: lexer.start(terms) for terms in set(acceptable.values())}, names, is_str,
+                                priority)
     return language
+
+
+def _acceptable(parser: ParseTable, ignored: frozenset, glued: frozenset) -> dict:
+    """Per parser state, the terminals lark's contextual lexer tries there: those
+    with an action, and the ignored ones but right after a glued terminal (an LR
+    state is entered by one symbol, so that is known per state)."""
+    after_glued = {target for actions in parser.actions.values()
+                   for term, (shift, target, _) in actions.items() if shift and term in glued}
+    return {state: terms if state in after_glued else terms | ignored for state, terms in parser.acceptable.items()}
 
 
 def _terminal_dfa(name: str, pattern) -> DFA:
@@ -306,20 +320,17 @@ class _Language:
     the lexer state lives in the context of the stack that was there when the
     lexeme began (the stack does not change inside a lexeme)."""
 
-    def __init__(self, names, lexer: Lexer, parser: ParseTable, glued=frozenset()):
+    def __init__(self, names, lexer: Lexer, parser: ParseTable, acceptable: dict):
         self.names = names
         self.lexer = lexer
         self.parser = parser
-        ignored = frozenset(np.flatnonzero(lexer.ignored).tolist())
-        # An LR state is entered by one symbol: where that is a glued terminal, nothing is ignored next.
-        after_glued = {target for actions in parser.actions.values()
-                       for term, (shift, target, _) in actions.items() if shift and term in glued}
-        self.acceptable = {state: terms if state in after_glued else terms | ignored
-                           for state, terms in parser.acceptable.items()}
+        self.acceptable = acceptable  # per parser state (see _acceptable)
+        self._starts = {state: lexer.start(terms) for state, terms in acceptable.items()}
         self._contexts = SuffixMemo(_CONTEXT_CACHE)
 
     def start(self) -> tuple:
-        return self.lexer.q0, self.parser.start_stack()
+        stack = self.parser.start_stack()
+        return self._starts[stack[-1]][0], stack
 
     def context(self, stack: tuple):
         """(LexContext, whether $END is accepted) for a parser stack. Valid terminals
@@ -339,10 +350,12 @@ class _Language:
         return value
 
     def after(self, stack: tuple, term: int):
-        """(fresh lexer state, stack) once the lexeme is emitted as ``term``."""
+        """(fresh lexer state, stack) once the lexeme is emitted as ``term`` (stack
+        None where the parser rejects it)."""
         if self.lexer.ignored[term]:
-            return self.lexer.q0i, stack
-        return self.lexer.q0, self.parser.feed(stack, term)
+            return self._starts[stack[-1]][1], stack
+        stack = self.parser.feed(stack, term)
+        return (self.lexer.n_states, None) if stack is None else (self._starts[stack[-1]][0], stack)
 
     def eos_ok(self, q: int, stack: tuple) -> bool:
         ctx, end_ok = self.context(stack)

@@ -3,10 +3,15 @@ a set of acceptable terminals makes of it.
 
 The automaton is the product of the terminals' DFAs: a state is the tuple of
 per-terminal states, and carries which terminals can still complete (``alive``)
-and which are complete (``accepting``). Two start states exist: a fresh lexeme,
-and a fresh lexeme right after an ``%ignore``'d one, where ignored terminals
-may not start again (so whitespace is bounded). State ``n_states`` is a dead
-sentinel, so that lookups never need a bounds check.
+and which are complete (``accepting``). It is explored from start states, two
+per set of terminals a lexeme may start as: a fresh lexeme, and a fresh lexeme
+right after an ``%ignore``'d one, where ignored terminals may not start again
+(so whitespace is bounded). One set of all the terminals serves every parser
+state, unless the product from it grows too large (a schema with hundreds of
+property names and string formats); then each parser state's set of terminals
+has starts of its own, from which far fewer terminals are alive together.
+State ``n_states`` is a dead sentinel, so that lookups never need a bounds
+check.
 
 A ``LexContext`` is that automaton seen from one parser situation: which states
 can still grow into a terminal lark's contextual lexer tries there
@@ -47,6 +52,13 @@ def _ranges(first: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.repeat(first - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
 
 
+_SHARED_START_PAIRS = 100_000  # (state, live terminal) pairs explored from one start shared by all contexts
+
+
+class _TooLarge(Exception):
+    """The product from the shared start outgrew its budget."""
+
+
 class LexContext:
     """The automaton's states as seen with one set of acceptable and valid terminals."""
 
@@ -64,19 +76,33 @@ class LexContext:
 class Lexer:
     """The product automaton of a grammar's terminals (in lark's lexer order)."""
 
-    def __init__(self, dfas: list, ignored: np.ndarray, choice_order: np.ndarray):
+    def __init__(self, dfas: list, ignored: np.ndarray, choice_order: np.ndarray, start_sets):
+        """``start_sets``: the sets of terminals a lexeme may be (one per parser
+        state). One start for all of them serves best (the index then traces
+        a group of tokens once for every context) until the product from it
+        grows past _SHARED_START_PAIRS; then each set gets its own starts."""
         self.dfas = dfas
         self.ignored = ignored
         self.choice_order = choice_order
-        self._product(dfas)
+        everything = frozenset(range(len(dfas)))
+        try:
+            self._product(dfas, [everything], _SHARED_START_PAIRS)
+            self._shared = everything
+        except _TooLarge:
+            self._product(dfas, list(start_sets), None)
+            self._shared = None
         self._contexts: dict = {}
 
-    def _product(self, dfas) -> None:
+    def start(self, terms: frozenset) -> tuple:
+        """(fresh lexeme, fresh lexeme after an ignored one) where a lexeme may be one of ``terms``."""
+        return self.start_of[terms if self._shared is None else self._shared]
+
+    def _product(self, dfas, start_sets: list, budget) -> None:
         # A state is the set of its live terminals' DFA states, numbered globally (terminal t's
         # state s is offset[t] + s). Inside most lexemes one terminal is left alive: once one such
         # state is reached, all of that terminal's states join as a block (``single_base[t]`` + its
         # DFA state), whose transitions are the DFA's own, shifted. The states with several live
-        # terminals (and the two start states) are explored a level at a time, all of a level's
+        # terminals (and the start states) are explored a level at a time, all of a level's
         # states and byte classes at once; their successors are told apart by a 64-bit digest of the
         # set, and each grouping is then checked member by member.
         n_terms = len(dfas)
@@ -92,10 +118,17 @@ class Lexer:
         first_bytes = np.flatnonzero(np.r_[True, differs])
         columns = np.concatenate([np.where(c >= 0, c + o, -1) for c, o in
                                   ((dfa.transitions[:, first_bytes], o) for dfa, o in zip(dfas, offset.tolist()))])
-        self.q0, self.q0i = 0, 1
-        self.starts = (0, 1)
+        # Start states: each set's terminals in their DFAs' state 0, and so without the ignored ones;
+        # equal sets share a state.
+        ignored = set(np.flatnonzero(self.ignored).tolist())
+        firsts: dict = {}
+        self.start_of = {terms: (firsts.setdefault(frozenset(terms), len(firsts)),
+                                 firsts.setdefault(frozenset(terms) - ignored, len(firsts)))
+                         for terms in start_sets}  # per set: (fresh lexeme, fresh lexeme after an ignored one)
+        self.starts = frozenset(firsts.values())
+        firsts = [offset[sorted(terms)] for terms in firsts]
         for seed in range(3):  # a digest collision (odds 2**-64 a pair) is caught and retried
-            found = self._explore(columns, term_of, offset, np.random.default_rng(seed), n_terms)
+            found = self._explore(columns, term_of, firsts, np.random.default_rng(seed), n_terms, budget)
             if found is not None:
                 break
         else:  # pragma: no cover
@@ -114,7 +147,7 @@ class Lexer:
             t = term_of[g]
             target = np.where(code >= 0, code, np.where(code == -1, n, single_base[t] + g - offset[t]))
             trans[ids] = target[:, byte_class]
-        comps = np.full((n, n_terms), -1, dtype=np.int64)
+        comps = np.full((n, n_terms), -1, dtype=np.int32)
         comps[:n_explored] = np.where(members >= 0, members - offset, -1)
         state, term = np.nonzero(members >= 0)
         ends = np.searchsorted(state, np.arange(n_explored + 1)).tolist()
@@ -141,27 +174,34 @@ class Lexer:
         self._completing = np.flatnonzero(self.accepting.any(axis=1))
         self._complete_in_order = self.accepting[self._completing][:, self.choice_order]
 
-    def _explore(self, columns, term_of, offset, rng, n_terms):
-        """The start states and the states with several live terminals, breadth first:
-        (per state, each terminal's global DFA state or -1; per level, the level's states
-        and their successor codes per byte class: a state, -1 dead, or -2 - g for the
-        block state of global DFA state g). None where two sets share a digest."""
+    def _explore(self, columns, term_of, starts, rng, n_terms, budget):
+        """The start states (``starts``: their members) and the states with several
+        live terminals, breadth first: (per state, each terminal's global DFA state or
+        -1; per level, the level's states and their successor codes per byte class: a
+        state, -1 dead, or -2 - g for the block state of global DFA state g). None
+        where two sets share a digest; _TooLarge past ``budget`` (state, live
+        terminal) pairs."""
         live = columns >= 0
         # Per (global DFA state, class), what a live target adds to its set's sums: 1 to the count
         # (low 24 bits) and itself above them; and a random weight to the digest.
         counted = np.where(live, (columns.astype(np.uint64) << 24) | 1, 0)
         weighed = np.where(live, rng.integers(0, 2**63, size=len(columns), dtype=np.int64).astype(np.uint64)[columns], 0)
-        starts = [offset, offset[~self.ignored]]
-        members = np.full((64, n_terms), -1, dtype=np.int64)  # grown by doubling; n rows used
+        n = len(starts)
+        members = np.full((max(n, 64), n_terms), -1, dtype=np.int64)  # grown by doubling; n rows used
         for k, start in enumerate(starts):
             members[k, term_of[start]] = start
-        sizes = np.zeros(64, dtype=np.int64)  # live terminals per state
-        level_ids = np.arange(2)
-        flat = np.concatenate(starts)
-        bounds = np.array([0, len(starts[0]), len(flat)])
+        sizes = np.zeros(len(members), dtype=np.int64)  # live terminals per state
+        sizes[:n] = [len(start) for start in starts]
+        level_ids = np.arange(n)
+        flat = np.concatenate(starts).astype(np.int64)
+        bounds = np.concatenate([[0], np.cumsum(sizes[:n])])
         known: dict = {}  # digest -> state, for the states with several live terminals
-        n, levels = 2, []
+        levels = []
+        pairs = 0
         while len(level_ids):
+            pairs += len(flat)
+            if budget is not None and pairs > budget:
+                raise _TooLarge
             targets = columns[flat]  # (member, class)
             packed = _segment_sums(counted[flat], bounds, np.uint64)  # (state, class)
             count = (packed & 0xFFFFFF).astype(np.int64)
@@ -219,7 +259,7 @@ class Lexer:
         choice[self._completing] = np.where(complete.any(axis=1) & in_valid[first], first, -1)
         return LexContext(len(self._contexts), in_lark, in_valid, alive_lark, alive_valid, choice)
 
-    def check_lark_agrees(self, acceptable_sets, names, is_str, priority) -> None:
+    def check_lark_agrees(self, starts: dict, names, is_str, priority) -> None:
         """Refuse terminals that lark's lexer would split differently from the
         longest match used here. Lark takes, among the terminals it tries, the
         first (in its order: priority, longest possible match, ...) that matches
@@ -227,9 +267,10 @@ class Lexer:
         the tie rule picks. They agree when, wherever a lexeme may end, the first
         terminal in lark's order that matched any prefix of it matches it whole
         and is the one picked (or is a regex that lark's "unless" rule turns into
-        the string literal picked)."""
+        the string literal picked). ``starts`` maps each acceptable set to the start
+        states its lexemes begin in."""
         n_terms = len(names)
-        for acceptable in acceptable_sets:
+        for acceptable, first_states in starts.items():
             in_set = np.zeros(n_terms, dtype=bool)
             in_set[list(acceptable)] = True
             alive = np.append((self.alive & in_set).any(axis=1), False)
@@ -237,7 +278,7 @@ class Lexer:
             complete = accepting[:, self.choice_order]
             picked = np.where(complete.any(axis=1), self.choice_order[complete.argmax(axis=1)], -1)
             first_acc = np.where(accepting.any(axis=1), accepting.argmax(axis=1), n_terms)  # terminals are in lark's order
-            seen = {(q, n_terms): b"" for q in self.starts}
+            seen = {(q, n_terms): b"" for q in first_states}
             queue = list(seen)
             while queue:
                 q, best = queue.pop()

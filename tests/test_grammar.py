@@ -481,6 +481,39 @@ def test_masks_are_reused_at_any_depth(tokenizers, monkeypatch):
     assert all((a == b).all() for a, b in zip(deep, fresh))
 
 
+def test_lexemes_started_per_parser_state_give_the_same_masks(tokenizers, monkeypatch):
+    """A lexer whose product from one shared start grows too large starts each
+    parser state's lexemes from that state's terminals instead: fewer lexer
+    states, and the same masks and verdicts, here with every grammar forced
+    into that mode."""
+    lexer_module = sys.modules["constrained.lexer"]
+    tok = tokenizers("llama3")
+    schema = {"type": "object", "properties": {
+        "id": {"type": "string", "format": "uuid"}, "name": {"type": "string", "maxLength": 12},
+        "tags": {"type": "array", "items": {"enum": ["north", "south", "nord"]}},
+        "size": {"type": "integer", "minimum": -5}, "note": {"type": "string", "pattern": "^no"}}}
+    cases = [(lambda: constrained.json_schema(schema),
+              ['{"id": "0b5c2c3e-1a2b-4c3d-8e4f-5a6b7c8d9e0f", "name": "nordic", "tags": ["nord", "north"], '
+               '"size": -3, "note": "none", "other": {"x": [1, "two"]}}', '{"name": "x\\u00e9", "tags": []}']),
+             (lambda: constrained.grammar(GRAMMARS / "sql.lark"),
+              ["SELECT a, b AS c FROM t WHERE NOT (a = 'x' OR b < 2) ORDER BY b DESC LIMIT 3"])]
+    for build, texts in cases:
+        shared = build()
+        monkeypatch.setattr(lexer_module, "_SHARED_START_PAIRS", 0)
+        separate = build()
+        monkeypatch.undo()
+        assert len(separate.language.lexer.starts) > 2 == len(shared.language.lexer.starts)
+        for text in texts:
+            ids = encode_exact(tok, text)
+            a, b = shared.matcher(tok), separate.matcher(tok)
+            for i in ids:
+                assert (a.mask() == b.mask()).all()
+                a.advance(i)
+                b.advance(i)
+            assert (a.mask() == b.mask()).all() and a.is_accepting() and b.is_accepting()
+            assert separate.matches(text) and not separate.matches(text[:-1] + "\x00")
+
+
 def test_follows_remembered_at_one_depth_serve_another(tokenizers):
     """A token that closes several brackets reads deep into the stack, the
     lexemes after it read less; what is remembered of either at one nesting
