@@ -197,8 +197,8 @@ def _lark_errors(start: str):
         raise ConstrainedError(f"invalid grammar: {type(e).__name__}: {e}") from None
     except RecursionError:
         raise ConstrainedError(
-            "the grammar is too deeply nested for lark's LALR analysis (Python's recursion limit): shorten its "
-            "longest chains of rules (for a JSON Schema: smaller maxLength/maxItems counts or less nesting)"
+            "the grammar is too deeply nested for lark (Python's recursion limit): nest fewer groups in one "
+            "another, or shorten its longest chains of rules"
         ) from None
 
 
