@@ -39,7 +39,8 @@ _TRACE_STATES = 8_000_000  # lexer states kept in traces (see _Trace) per gramma
 _TABLES_ON_DISK = 1 << 30  # bytes of terminal tables kept in the cache directory (the least recently used go)
 _TERMINALS_KEPT = 64  # terminals' token tables shared across grammars, per vocabulary (the most recent)
 _WHOLE_TABLE_STATES = 200  # terminals with more DFA states get a token row per state reached, not a whole table
-_WIDE_STATES = 24  # and so do those with more states where a state lets in most bytes (bounded strings)
+_WIDE_STATES = 24  # and so do those with more states whose bytes spell many tokens (bounded strings)
+_TABLE_PAIRS = 1_000_000  # a whole table pays up to about this many (state, token spelled in its bytes) pairs
 _NARROW_BYTES = 40  # but those where no state lets in more bytes than this get a whole table
 _NARROW_STATES = 1000  # up to this many states
 _ROWS_KEPT = 256  # such rows kept per terminal (the most recently used)
@@ -576,10 +577,10 @@ def _trim(directory, limit: int) -> None:
         total -= size
 
 
-def _whole_table_pays(dfa: DFA) -> bool:
+def _whole_table_pays(dfa: DFA, vocab: Vocabulary) -> bool:
     """Whether one trie walk over all states beats a row per state reached. The
-    walk costs about (states x tokens alive); a DFA where most bytes go on
-    (a string of at most n characters) keeps most of the vocabulary alive in
+    walk costs about (states x tokens alive); a DFA whose bytes spell most of
+    the vocabulary (a string of at most n characters, a URL) keeps it alive in
     every state, and a generation reaches few of its states. One where every
     state lets in a few bytes (a long literal, an enum) keeps few tokens alive
     anywhere: its whole table costs about one row (a few ms on 128k tokens)."""
@@ -588,7 +589,24 @@ def _whole_table_pays(dfa: DFA) -> bool:
         return dfa.n_states <= _NARROW_STATES
     if dfa.n_states > _WHOLE_TABLE_STATES:
         return False
-    return dfa.n_states <= _WIDE_STATES or widest < 128
+    if dfa.n_states <= _WIDE_STATES:
+        return True
+    return dfa.n_states * _tokens_within((dfa.transitions >= 0).any(axis=0), vocab) <= _TABLE_PAIRS
+
+
+_BYTE_SETS: "weakref.WeakKeyDictionary[Vocabulary, np.ndarray]" = weakref.WeakKeyDictionary()
+
+
+def _tokens_within(alphabet: np.ndarray, vocab: Vocabulary) -> int:
+    """How many tokens use only bytes of ``alphabet`` (256 bools)."""
+    sets = _BYTE_SETS.get(vocab)
+    if sets is None:  # per token, the bytes it uses: 256 bits as four words
+        matrix, lengths = _token_matrix(vocab)
+        uses = np.zeros((len(lengths), 256), dtype=bool)
+        uses[np.repeat(np.arange(len(lengths)), lengths), matrix[np.arange(matrix.shape[1]) < lengths[:, None]]] = True
+        sets = _BYTE_SETS[vocab] = np.packbits(uses, axis=1, bitorder="little").view(np.uint64)
+    outside = ~np.packbits(alphabet, bitorder="little").view(np.uint64)
+    return int(((sets & outside) == 0).all(axis=1).sum())
 
 
 class _TerminalTokens:
@@ -603,7 +621,7 @@ class _TerminalTokens:
     def __init__(self, dfa: DFA, vocab: Vocabulary, key: str):
         self.dfa, self.vocab = dfa, vocab
         n = dfa.n_states
-        self.table, self.group = _stored_table(dfa, vocab, key) if _whole_table_pays(dfa) else (None, None)
+        self.table, self.group = _stored_table(dfa, vocab, key) if _whole_table_pays(dfa, vocab) else (None, None)
         self._rows: OrderedDict = OrderedDict()
         self.trans = np.vstack([np.where(dfa.transitions < 0, n, dfa.transitions), np.full((1, 256), n)]).astype(np.int32)
         self.alive = np.append(np.ones(n, dtype=bool), False)

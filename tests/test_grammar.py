@@ -676,6 +676,24 @@ def test_token_rows_of_large_terminals(tokenizers):
             assert row[t] == (state if vocab.tokens[t] else -1), (s, vocab.tokens[t])
 
 
+def test_whole_tables_only_where_their_bytes_spell_few_tokens(tokenizers):
+    """A terminal gets one table for all its states only where that is cheap:
+    the tokens spelled in its bytes, counted per vocabulary, times its states."""
+    from constrained.dfa import from_regex
+    from constrained.grammar_index import _tokens_within, _whole_table_pays
+
+    vocab = constrained.vocabulary(tokenizers("llama3"))
+    for allowed in (b"0123456789", b"abcdef0123456789-", bytes(range(32, 127))):
+        alphabet = np.zeros(256, dtype=bool)
+        alphabet[list(allowed)] = True
+        expected = sum(1 for token in vocab.tokens if set(token) <= set(allowed))
+        assert _tokens_within(alphabet, vocab) == expected
+    # Both let in over 40 bytes in a state and have 31 states or more: digits and punctuation spell few tokens,
+    # a URL's bytes most words.
+    assert _whole_table_pays(from_regex(r"[0-9!-/:-@\[-`{-~]{1,30}"), vocab)
+    assert not _whole_table_pays(from_regex("https?://[a-zA-Z0-9./_-]{1,60}"), vocab)
+
+
 def test_stored_tables_are_trimmed_least_recently_used_first(tmp_path):
     from constrained.grammar_index import _trim
 
