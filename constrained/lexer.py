@@ -22,7 +22,7 @@ priority first, then a string literal before a regex, then lark's order).
 
 import numpy as np
 
-from .dfa import DFA, byte_classes, minimize
+from .dfa import DFA, minimize
 from .errors import ConstrainedError
 
 
