@@ -52,6 +52,26 @@ def _ranges(first: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.repeat(first - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
 
 
+class _Growing:
+    """A 1-D int64 array grown at the end, with room doubled as needed."""
+
+    def __init__(self, values):
+        self._room = np.array(values, dtype=np.int64)
+        self._size = len(self._room)
+
+    def extend(self, values) -> None:
+        end = self._size + len(values)
+        if end > len(self._room):
+            self._room = np.concatenate([self._room, np.empty(max(end, 2 * len(self._room)) - len(self._room),
+                                                              dtype=np.int64)])
+        self._room[self._size:end] = values
+        self._size = end
+
+    @property
+    def values(self) -> np.ndarray:
+        return self._room[:self._size]
+
+
 _SHARED_START_PAIRS = 100_000  # (state, live terminal) pairs explored from one start shared by all contexts
 
 
@@ -128,13 +148,14 @@ class Lexer:
         self.starts = frozenset(firsts.values())
         firsts = [offset[sorted(terms)] for terms in firsts]
         for seed in range(3):  # a digest collision (odds 2**-64 a pair) is caught and retried
-            found = self._explore(columns, term_of, firsts, np.random.default_rng(seed), n_terms, budget)
+            found = self._explore(columns, firsts, np.random.default_rng(seed), budget)
             if found is not None:
                 break
         else:  # pragma: no cover
             raise ConstrainedError("the lexer automaton could not be built (repeated digest collisions)")
-        members, levels = found
-        n_explored = len(members)
+        members, begin, levels = found
+        n_explored = len(begin) - 1
+        owner = np.repeat(np.arange(n_explored), np.diff(begin))  # the state of each member
         # Blocks for the terminals reached alone, after the explored states; then the dead sentinel.
         singles = np.concatenate([-2 - code[code <= -2] for _, code in levels] + [np.zeros(0, dtype=np.int64)])
         reached = np.unique(term_of[singles])
@@ -148,25 +169,25 @@ class Lexer:
             target = np.where(code >= 0, code, np.where(code == -1, n, single_base[t] + g - offset[t]))
             trans[ids] = target[:, byte_class]
         comps = np.full((n, n_terms), -1, dtype=np.int32)
-        comps[:n_explored] = np.where(members >= 0, members - offset, -1)
-        state, term = np.nonzero(members >= 0)
-        ends = np.searchsorted(state, np.arange(n_explored + 1)).tolist()
-        term = term.tolist()
-        alive_terminals = [term[a:b] for a, b in zip(ends, ends[1:])]
+        accepting = np.zeros((n, n_terms), dtype=bool)
+        terms = term_of[members]
+        comps[owner, terms] = members - offset[terms]
+        accepting[owner, terms] = np.concatenate([dfa.accepting for dfa in dfas])[members]
+        terms = terms.tolist()
+        ends = begin.tolist()
+        alive_terminals = [terms[a:b] for a, b in zip(ends, ends[1:])]
         for t in reached.tolist():
             base, dfa = int(single_base[t]), dfas[t]
             trans[base:base + dfa.n_states] = np.where(dfa.transitions >= 0, dfa.transitions + base, n)
             comps[base:base + dfa.n_states, t] = np.arange(dfa.n_states)
+            accepting[base:base + dfa.n_states, t] = dfa.accepting
             alive_terminals.extend([[t]] * dfa.n_states)
         self.components = comps  # per state, each terminal's DFA state (-1: dead)
         self.single_base = single_base  # per terminal, the state where it alone is alive in its DFA state 0 (-1: none)
         self.n_states = n
         self.alive = comps >= 0
         self.alive_terminals = alive_terminals + [[]]  # the sentinel's: none
-        self.accepting = np.zeros((n, n_terms), dtype=bool)
-        for t, dfa in enumerate(dfas):
-            live = comps[:, t] >= 0
-            self.accepting[live, t] = dfa.accepting[comps[live, t]]
+        self.accepting = accepting
         self.trans = trans
         # For contexts: the live terminals as bits, and the states where some terminal is complete
         # with their complete terminals in choice order.
@@ -174,33 +195,30 @@ class Lexer:
         self._completing = np.flatnonzero(self.accepting.any(axis=1))
         self._complete_in_order = self.accepting[self._completing][:, self.choice_order]
 
-    def _explore(self, columns, term_of, starts, rng, n_terms, budget):
+    def _explore(self, columns, starts, rng, budget):
         """The start states (``starts``: their members) and the states with several
-        live terminals, breadth first: (per state, each terminal's global DFA state or
-        -1; per level, the level's states and their successor codes per byte class: a
-        state, -1 dead, or -2 - g for the block state of global DFA state g). None
-        where two sets share a digest; _TooLarge past ``budget`` (state, live
-        terminal) pairs."""
+        live terminals, breadth first: (every state's members, global DFA states
+        ascending, one after the other; where each state's members begin, and
+        end after the last; per level, the level's states and their successor
+        codes per byte class: a state, -1 dead, or -2 - g for the block state of
+        global DFA state g). None where two sets share a digest; _TooLarge past
+        ``budget`` (state, live terminal) pairs."""
         live = columns >= 0
         # Per (global DFA state, class), what a live target adds to its set's sums: 1 to the count
         # (low 24 bits) and itself above them; and a random weight to the digest.
         counted = np.where(live, (columns.astype(np.uint64) << 24) | 1, 0)
         weighed = np.where(live, rng.integers(0, 2**63, size=len(columns), dtype=np.int64).astype(np.uint64)[columns], 0)
         n = len(starts)
-        members = np.full((max(n, 64), n_terms), -1, dtype=np.int64)  # grown by doubling; n rows used
-        for k, start in enumerate(starts):
-            members[k, term_of[start]] = start
-        sizes = np.zeros(len(members), dtype=np.int64)  # live terminals per state
-        sizes[:n] = [len(start) for start in starts]
-        level_ids = np.arange(n)
         flat = np.concatenate(starts).astype(np.int64)
-        bounds = np.concatenate([[0], np.cumsum(sizes[:n])])
+        bounds = np.concatenate([[0], np.cumsum([len(start) for start in starts])])
+        members = _Growing(flat)  # every state's members, one state after another
+        begin = _Growing(bounds)  # where each state's members begin, and where the last ends
+        stored = len(flat)
+        level_ids = np.arange(n)
         known: dict = {}  # digest -> state, for the states with several live terminals
         levels = []
-        pairs = 0
         while len(level_ids):
-            pairs += len(flat)
-            if budget is not None and pairs > budget:
+            if budget is not None and stored > budget:
                 raise _TooLarge
             targets = columns[flat]  # (member, class)
             packed = _segment_sums(counted[flat], bounds, np.uint64)  # (state, class)
@@ -214,29 +232,28 @@ class Lexer:
             ids[new] = np.arange(n, n + len(new))
             known.update(zip(unique[new].tolist(), ids[new].tolist()))
             code[several] = ids[inverse.ravel()]
-            # The new states' members: the live targets of the first entry with their digest.
-            state, cls = several[0][first[new]], several[1][first[new]]
-            lengths = bounds[state + 1] - bounds[state]
-            picked = targets[_ranges(bounds[state], lengths), np.repeat(cls, lengths)]
-            owner = np.repeat(np.arange(len(new)), lengths)[picked >= 0]
-            picked = picked[picked >= 0]
-            if n + len(new) > len(members):
-                grow = max(n + len(new), 2 * len(members)) - len(members)
-                members = np.concatenate([members, np.full((grow, n_terms), -1, dtype=np.int64)])
-                sizes = np.concatenate([sizes, np.zeros(grow, dtype=np.int64)])
-            members[n + owner, term_of[picked]] = picked
-            sizes[n:n + len(new)] = count[state, cls]
+            # Every entry's live targets in order (ascending, as its state's members are), and each entry's length.
+            lengths = bounds[several[0] + 1] - bounds[several[0]]
+            entries = targets[_ranges(bounds[several[0]], lengths), np.repeat(several[1], lengths)]
+            entries = entries[entries >= 0]
+            counts = count[several]
+            # The new states' members: those of the first entry with their digest.
+            firsts = np.concatenate([[0], np.cumsum(counts)])
+            picked = entries[_ranges(firsts[first[new]], counts[first[new]])]
+            members.extend(picked)
+            stored += len(picked)
+            begin.extend(stored - len(picked) + np.cumsum(counts[first[new]]))
             n += len(new)
-            # Every entry must be exactly the set its digest named: as many members, each one there.
-            if not np.array_equal(sizes[code[several]], count[several]):
+            # Every entry must be exactly the set its digest named: the same members, in order.
+            starts_of = begin.values[:-1]
+            if not np.array_equal(np.diff(begin.values)[code[several]], counts):
                 return None
-            spread = np.repeat(np.arange(len(level_ids)), np.diff(bounds))
-            check = live[flat] & (count[spread] >= 2)
-            if not np.array_equal(members[code[spread][check], term_of[targets[check]]], targets[check]):
+            if not np.array_equal(members.values[_ranges(starts_of[code[several]], counts)], entries):
                 return None
             levels.append((level_ids, code))
+            state, cls = several[0][first[new]], several[1][first[new]]
             level_ids, flat, bounds = ids[new], picked, np.concatenate([[0], np.cumsum(count[state, cls])])
-        return members[:n], levels
+        return members.values, begin.values, levels
 
     def context(self, acceptable: frozenset, valid: frozenset) -> LexContext:
         """The interned context for these terminal sets (both include the ignored terminals)."""
