@@ -52,6 +52,25 @@ def _ranges(first: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.repeat(first - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
 
 
+class _Layout:
+    """The terminals' DFA states numbered one terminal after another (terminal t's
+    state s is ``offset[t] + s``), and their transitions per byte class: runs of
+    bytes on which every terminal's every state moves alike (runs, not the
+    coarsest classes, as they take one pass to find and are nearly as few)."""
+
+    def __init__(self, dfas: list):
+        self.sizes = np.array([dfa.n_states for dfa in dfas], dtype=np.int64)
+        self.offset = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
+        self.term_of = np.repeat(np.arange(len(dfas)), self.sizes)
+        differs = np.zeros(255, dtype=bool)
+        for dfa in dfas:
+            differs |= (dfa.transitions[:, 1:] != dfa.transitions[:, :-1]).any(axis=0)
+        self.byte_class = np.concatenate([[0], np.cumsum(differs)])
+        first_bytes = np.flatnonzero(np.r_[True, differs])
+        self.columns = np.concatenate([np.where(c >= 0, c + o, -1) for c, o in  # (global state, class)
+                                       ((dfa.transitions[:, first_bytes], o) for dfa, o in zip(dfas, self.offset.tolist()))])
+
+
 class _Growing:
     """A 1-D int64 array grown at the end, with room doubled as needed."""
 
@@ -105,11 +124,12 @@ class Lexer:
         self.ignored = ignored
         self.choice_order = choice_order
         everything = frozenset(range(len(dfas)))
+        layout = _Layout(dfas)
         try:
-            self._product(dfas, [everything], _SHARED_START_PAIRS)
+            self._product(dfas, layout, [everything], _SHARED_START_PAIRS)
             self._shared = everything
         except _TooLarge:
-            self._product(dfas, list(start_sets), None)
+            self._product(dfas, layout, list(start_sets), None)
             self._shared = None
         self._contexts: dict = {}
 
@@ -117,27 +137,17 @@ class Lexer:
         """(fresh lexeme, fresh lexeme after an ignored one) where a lexeme may be one of ``terms``."""
         return self.start_of[terms if self._shared is None else self._shared]
 
-    def _product(self, dfas, start_sets: list, budget) -> None:
-        # A state is the set of its live terminals' DFA states, numbered globally (terminal t's
-        # state s is offset[t] + s). Inside most lexemes one terminal is left alive: once one such
-        # state is reached, all of that terminal's states join as a block (``single_base[t]`` + its
-        # DFA state), whose transitions are the DFA's own, shifted. The states with several live
-        # terminals (and the start states) are explored a level at a time, all of a level's
-        # states and byte classes at once; their successors are told apart by a 64-bit digest of the
-        # set, and each grouping is then checked member by member.
+    def _product(self, dfas, layout: "_Layout", start_sets: list, budget) -> None:
+        # A state is the set of its live terminals' DFA states, numbered globally (see _Layout).
+        # Inside most lexemes one terminal is left alive: once one such state is reached, all of
+        # that terminal's states join as a block (``single_base[t]`` + its DFA state), whose
+        # transitions are the DFA's own, shifted. The states with several live terminals (and the
+        # start states) are explored a level at a time, all of a level's states and byte classes at
+        # once; their successors are told apart by a 64-bit digest of the set, and each grouping is
+        # then checked member by member.
         n_terms = len(dfas)
-        sizes = np.array([dfa.n_states for dfa in dfas], dtype=np.int64)
-        offset = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        term_of = np.repeat(np.arange(n_terms), sizes)
-        # Byte classes: runs of bytes on which every terminal's every state moves alike (runs, not
-        # the coarsest classes, as they take one pass to find and are nearly as few).
-        differs = np.zeros(255, dtype=bool)
-        for dfa in dfas:
-            differs |= (dfa.transitions[:, 1:] != dfa.transitions[:, :-1]).any(axis=0)
-        byte_class = np.concatenate([[0], np.cumsum(differs)])
-        first_bytes = np.flatnonzero(np.r_[True, differs])
-        columns = np.concatenate([np.where(c >= 0, c + o, -1) for c, o in
-                                  ((dfa.transitions[:, first_bytes], o) for dfa, o in zip(dfas, offset.tolist()))])
+        sizes, offset, term_of = layout.sizes, layout.offset, layout.term_of
+        byte_class, columns = layout.byte_class, layout.columns
         # Start states: each set's terminals in their DFAs' state 0, and so without the ignored ones;
         # equal sets share a state.
         ignored = set(np.flatnonzero(self.ignored).tolist())
@@ -213,12 +223,11 @@ class Lexer:
         bounds = np.concatenate([[0], np.cumsum([len(start) for start in starts])])
         members = _Growing(flat)  # every state's members, one state after another
         begin = _Growing(bounds)  # where each state's members begin, and where the last ends
-        stored = len(flat)
         level_ids = np.arange(n)
         known: dict = {}  # digest -> state, for the states with several live terminals
         levels = []
         while len(level_ids):
-            if budget is not None and stored > budget:
+            if budget is not None and len(members.values) > budget:
                 raise _TooLarge
             targets = columns[flat]  # (member, class)
             packed = _segment_sums(counted[flat], bounds, np.uint64)  # (state, class)
@@ -240,9 +249,8 @@ class Lexer:
             # The new states' members: those of the first entry with their digest.
             firsts = np.concatenate([[0], np.cumsum(counts)])
             picked = entries[_ranges(firsts[first[new]], counts[first[new]])]
+            begin.extend(len(members.values) + np.cumsum(counts[first[new]]))
             members.extend(picked)
-            stored += len(picked)
-            begin.extend(stored - len(picked) + np.cumsum(counts[first[new]]))
             n += len(new)
             # Every entry must be exactly the set its digest named: the same members, in order.
             starts_of = begin.values[:-1]
