@@ -44,6 +44,8 @@ _TABLE_PAIRS = 1_000_000  # a whole table pays up to about this many (state, tok
 _NARROW_BYTES = 40  # but those where no state lets in more bytes than this get a whole table
 _NARROW_STATES = 1000  # up to this many states
 _ROWS_KEPT = 256  # such rows kept per terminal (the most recently used)
+_REFERENCE_LOOPS = 64  # a state looping on this many bytes is the one other rows are walked beside
+_BESIDE_NODES = 30_000  # trie nodes walked beside it before a row is walked whole instead
 _EXITS_KEPT = 4096  # per terminal, states whose exits are kept (the most recently used)
 
 
@@ -462,6 +464,15 @@ def _distinct(keys: np.ndarray, size: int):
     return found, index[keys]
 
 
+def _ranges(start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """The concatenated ranges ``start[i]:start[i] + length[i]``."""
+    total = int(length.sum())
+    if not total:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.cumsum(length) - length
+    return np.repeat(start.astype(np.int64) - offsets, length) + np.arange(total)
+
+
 def _cat(parts) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
@@ -615,14 +626,16 @@ class _TerminalTokens:
     the vocabulary leaves it (``exits``). A small DFA has one table for all its
     states (``table[s, group[t]]``, groups of tokens no state tells apart, built
     in one trie walk); a large one (a string of at most 64 characters has ~1,300
-    states) gets a row per state on first use, from a walk of the trie from
-    that state alone, since only the states a generation reaches are needed."""
+    states) gets a row per state on first use, since only the states a
+    generation reaches are needed: walked beside the row of a state that loops
+    on most bytes where the DFA has one, else from a walk of the whole trie."""
 
     def __init__(self, dfa: DFA, vocab: Vocabulary, key: str):
         self.dfa, self.vocab = dfa, vocab
         n = dfa.n_states
         self.table, self.group = _stored_table(dfa, vocab, key) if _whole_table_pays(dfa, vocab) else (None, None)
         self._rows: OrderedDict = OrderedDict()
+        self._reference = None  # (state other rows are walked beside, its row), or (-1, None)
         self.trans = np.vstack([np.where(dfa.transitions < 0, n, dfa.transitions), np.full((1, 256), n)]).astype(np.int32)
         self.alive = np.append(np.ones(n, dtype=bool), False)
         accepting = np.append(dfa.accepting, False)
@@ -644,31 +657,81 @@ class _TerminalTokens:
         return None if row is None else int(row[token])
 
     def _row(self, s: int) -> np.ndarray:
-        """Per token, the state after it from s (-1: dead), from a walk of the
-        whole vocabulary trie from s, a level at a time (each node once, where
-        walking every token byte by byte would walk shared prefixes again)."""
+        """Per token, the state after it from s (-1: dead)."""
         row = self._rows.get(s)
         if row is not None:
             self._rows.move_to_end(s)
-        else:
-            trie, dead = self.vocab.trie, self.dfa.n_states
-            parent, byte, bounds = trie.walk_arrays
-            flat = self.trans.ravel()  # state * 256 + byte -> next state (DFAs stay far below 2**23 states)
-            state = np.empty(trie.n_nodes + 1, dtype=np.int32)
-            state[-1] = dead  # for tokens without bytes (node -1)
-            for a, b in zip(bounds, bounds[1:]):
-                if a == bounds[0]:
-                    at = byte[a:b] + s * 256
-                else:
-                    at = state[parent[a:b]]
-                    at <<= 8
-                    at += byte[a:b]
-                np.take(flat, at, out=state[a:b])
-            row = state[trie.token_node]
-            row[row == dead] = -1
-            self._rows[s] = row
-            if len(self._rows) > _ROWS_KEPT:
-                self._rows.popitem(last=False)
+            return row
+        if self._reference is None:
+            loops = (self.dfa.transitions == np.arange(self.dfa.n_states)[:, None]).sum(axis=1)
+            r = int(np.argmax(loops))
+            self._reference = (r, self._walked_row(r)) if loops[r] >= _REFERENCE_LOOPS else (-1, None)
+        r, reference = self._reference
+        row = None if r < 0 else reference if r == s else self._row_beside(s, r, reference)
+        if row is None:
+            row = self._walked_row(s)
+        self._rows[s] = row
+        if len(self._rows) > _ROWS_KEPT:
+            self._rows.popitem(last=False)
+        return row
+
+    def _walked_row(self, s: int) -> np.ndarray:
+        """``_row(s)`` from a walk of the whole vocabulary trie from s, a level at a
+        time (each node once, where walking every token byte by byte would walk
+        shared prefixes again)."""
+        trie, dead = self.vocab.trie, self.dfa.n_states
+        parent, byte, bounds = trie.walk_arrays
+        flat = self.trans.ravel()  # state * 256 + byte -> next state (DFAs stay far below 2**23 states)
+        state = np.empty(trie.n_nodes + 1, dtype=np.int32)
+        state[-1] = dead  # for tokens without bytes (node -1)
+        for a, b in zip(bounds, bounds[1:]):
+            if a == bounds[0]:
+                at = byte[a:b] + s * 256
+            else:
+                at = state[parent[a:b]]
+                at <<= 8
+                at += byte[a:b]
+            np.take(flat, at, out=state[a:b])
+        row = state[trie.token_node]
+        row[row == dead] = -1
+        return row
+
+    def _row_beside(self, s: int, r: int, reference: np.ndarray):
+        """``_row(s)`` from the row of state r: walk the trie from s and r side by
+        side, only below the nodes where their states differ (where they meet, every
+        token below agrees; where s dies, every token below is dead). A string DFA
+        that tells declared keys from other names leaves the keys within a byte or
+        two of most tokens, and meets its state for any other name. None when the
+        states stay apart past ``_BESIDE_NODES`` nodes (a counter of characters)."""
+        trie, dead = self.vocab.trie, self.dfa.n_states
+        flat = self.trans.ravel()
+        nodes = np.arange(trie.level_start[0], trie.level_start[1])
+        here, there = np.int64(s), np.int64(r)
+        changed, states, killed = [], [], []
+        walked = 0
+        while len(nodes):
+            walked += len(nodes)
+            if walked > _BESIDE_NODES:
+                return None
+            byte = trie.byte[nodes]
+            here, there = flat[here * 256 + byte], flat[there * 256 + byte]
+            died = here == dead
+            killed.append(nodes[died & (there != dead)])
+            apart = (here != there) & ~died
+            nodes, here, there = nodes[apart], here[apart], there[apart]
+            changed.append(nodes)
+            states.append(here)
+            below = trie.child_start[nodes + 1] - trie.child_start[nodes]
+            here, there = np.repeat(here, below).astype(np.int64), np.repeat(there, below).astype(np.int64)
+            nodes = _ranges(trie.child_start[nodes], below)
+        row = reference.copy()
+        listed, first, end = trie.subtrees
+        killed = np.concatenate(killed)
+        row[listed[_ranges(first[killed], end[killed] - first[killed])]] = -1
+        tokens, starts = trie.tokens_by_node
+        changed, states = np.concatenate(changed), np.concatenate(states)
+        spelled = starts[changed + 1] - starts[changed]
+        row[tokens[_ranges(starts[changed], spelled)]] = np.repeat(states, spelled)
         return row
 
     def exits(self, s: int, index: "GrammarIndex"):

@@ -191,6 +191,28 @@ class Trie:
         return tokens, np.searchsorted(self.token_node[tokens], np.arange(self.n_nodes + 1)).astype(np.int64)
 
     @cached_property
+    def subtrees(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(the tokens with bytes in byte order, and per node the run of them it
+        starts): the tokens spelled at or below node ``n`` are
+        ``tokens[first[n]:end[n]]``."""
+        bounds = self.level_start.tolist()
+        size = np.ones(self.n_nodes, dtype=np.int64)  # nodes at or below each node
+        for a, b in reversed(list(zip(bounds[1:], bounds[2:]))):
+            np.add.at(size, self.parent[a:b], size[a:b])
+        preorder = np.empty(self.n_nodes, dtype=np.int64)  # each node's place in a depth-first listing
+        for a, b in zip(bounds, bounds[1:]):
+            before = np.cumsum(size[a:b]) - size[a:b]  # sizes of the earlier nodes of this level
+            if a == bounds[0]:
+                preorder[a:b] = before
+            else:
+                parent = self.parent[a:b]
+                preorder[a:b] = preorder[parent] + 1 + before - before[self.child_start[parent] - a]
+        spelled = np.flatnonzero(self.token_node >= 0)
+        tokens = spelled[np.argsort(preorder[self.token_node[spelled]], kind="stable")]
+        listed = preorder[self.token_node[tokens]]
+        return tokens, np.searchsorted(listed, preorder), np.searchsorted(listed, preorder + size)
+
+    @cached_property
     def walk_arrays(self) -> tuple[np.ndarray, np.ndarray, list]:
         """The parents (as indices), the bytes (int32) and the level bounds (a
         list): the types a level-by-level walk indexes fastest with."""

@@ -676,6 +676,34 @@ def test_token_rows_of_large_terminals(tokenizers):
             assert row[t] == (state if vocab.tokens[t] else -1), (s, vocab.tokens[t])
 
 
+def test_token_rows_walked_beside_a_reference_state(tokenizers):
+    """Rows of DFAs with a state that loops on most bytes (a name other than the
+    declared keys, a string of at least n characters) are walked only where they
+    differ from that state's row: every state's row is still what the DFA reads
+    byte by byte."""
+    from constrained.dfa import difference, from_regex, literal, union
+    from constrained.grammar_index import _TerminalTokens
+
+    vocab = constrained.vocabulary(tokenizers("llama3"))
+    string = from_regex(r'"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"')
+    keys = union(*(literal(k) for k in (b'"name"', b'"names"', b'"type"', b'"typeName"', b'" x"')))
+    at_least = from_regex(r'"[^"\\\x00-\x1f]{6,}"')
+    rng = np.random.default_rng(2)
+    tokens = rng.choice(vocab.size, 300, replace=False).tolist()
+    for dfa in (difference(string, keys), at_least):
+        terminal = _TerminalTokens(dfa, vocab, "test")
+        assert terminal.table is None
+        for s in range(dfa.n_states):
+            row = terminal._row(s)
+            assert np.array_equal(row, terminal._walked_row(s)), s
+            for t in tokens:
+                state = s
+                for b in vocab.tokens[t]:
+                    state = int(dfa.transitions[state, b]) if state >= 0 else -1
+                assert row[t] == (state if vocab.tokens[t] else -1), (s, vocab.tokens[t])
+        assert terminal._reference[0] >= 0
+
+
 def test_whole_tables_only_where_their_bytes_spell_few_tokens(tokenizers):
     """A terminal gets one table for all its states only where that is cheap:
     the tokens spelled in its bytes, counted per vocabulary, times its states."""

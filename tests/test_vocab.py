@@ -85,6 +85,24 @@ def test_trie_spells_every_token(tokenizers):
         assert bytes(reversed(spelled)) == vocab.tokens[token_id]
 
 
+def test_trie_subtrees_list_the_tokens_below_each_node(tokenizers):
+    """Tokens in byte order, and per node the run of those spelled at or below it:
+    exactly the tokens its bytes begin."""
+    vocab = constrained.vocabulary(tokenizers("llama2"))
+    trie = vocab.trie
+    tokens, first, end = trie.subtrees
+    listed = [vocab.tokens[t] for t in tokens]
+    assert listed == sorted(listed) and sorted(tokens.tolist()) == [t for t in range(vocab.size) if vocab.tokens[t]]
+    for node in range(0, trie.n_nodes, 61):
+        prefix, at = [], node
+        while at >= 0:
+            prefix.append(int(trie.byte[at]))
+            at = trie.parent[at]
+        prefix = bytes(reversed(prefix))
+        below = {t for t in range(vocab.size) if vocab.tokens[t].startswith(prefix)}
+        assert set(tokens[first[node]:end[node]].tolist()) == below, prefix
+
+
 def test_eos_is_the_union_of_tokenizer_and_model_configs(tokenizers, tmp_path):
     from transformers import PreTrainedTokenizerFast
 
