@@ -51,15 +51,15 @@ exponent, so ``1.0`` is not one):
 * Spec defaults: additionalProperties allows any value under an undeclared
   key; ``strict_properties=True`` forbids undeclared keys where a schema
   declares properties and does not ask for others explicitly.
-* Output order: declared properties (``properties``, then ``required`` names
-  not among them, of every schema that applies to an object) come in one
-  order (with ``property_order="any"``, in any order when there are at most
-  json_schema_rules.ANY_ORDER_KEYS of them): each schema's own, and where schemas combine (allOf, anyOf,
-  oneOf, if/then/else, ...) their orders merged into one that keeps each
-  schema's own where they agree, a schema's properties before those of the
-  schemas it combines. Undeclared ones may come anywhere between them. Array
-  items and object members are separated by ``,``; whitespace between tokens
-  is bounded (``max_ignored`` bytes per gap).
+* Output order: declared properties (``properties`` and ``required`` names of
+  every schema that applies to an object) keep each schema's ``properties``
+  order; where schemas combine (allOf, anyOf, oneOf, if/then/else, $ref ...)
+  their keys may interleave, within a budget of states
+  (json_schema_rules._key_chains); with ``property_order="any"``, up to
+  json_schema_rules.ANY_ORDER_KEYS of them come in any order. Undeclared ones
+  may come anywhere between them. Array items and object members are
+  separated by ``,``; whitespace between tokens is bounded (``max_ignored``
+  bytes per gap).
 * Caps (``max_string_length``, ``max_items``, off by default) restrict every
   emitted value, not the schemas: a node for them joins each value's context
   (json_schema_rules._caps). Strings whose pattern, format, enum or const make

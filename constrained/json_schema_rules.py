@@ -18,11 +18,11 @@ whose label in context C is L:
   the label at the end, which LR parsing allows.
 
 The product state of an object is (the declared keys done, which keyword
-sets already failed, members so far). With ``any_order``, up to
-ANY_ORDER_KEYS declared keys come in any order, each at most once; otherwise
-they come in one order (the sets' own,
-merged: _merged_order; a key done skips those before it), so that the states
-stay linear in their number. Undeclared keys come anywhere between them. An
+sets already failed, members so far). Declared keys come in chains
+(_key_chains: each set's own order; with ``any_order``, up to ANY_ORDER_KEYS
+keys each alone), each key at most once: a key done passes the keys its
+chains list before it, and chains interleave, so the states are the sets of
+keys done, within ORDER_STATES. Undeclared keys come anywhere between them. An
 array's state is
 (position, failed sets, ``contains`` matches per set, values seen per
 uniqueItems set). States that cannot lead to the wanted label are pruned;
@@ -70,6 +70,7 @@ _QUOTE = '"\\""'  # the lark literal for a double quote
 RUN_BASE = 8  # runs of counted items, each this many of the next shorter
 MAX_COUNT = 500  # positions counted one rule each (minProperties/maxProperties, items along with contains, ...)
 ANY_ORDER_KEYS = 4  # with property_order="any", objects with at most this many declared keys take them in any order (2**n states)
+ORDER_STATES = 64  # sets of declared keys done that interleaved key orders may give one object (_key_chains)
 
 
 @lru_cache(maxsize=None)
@@ -135,12 +136,25 @@ def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = Fal
     values and arrays emitted (see _caps)."""
     if root == FALSE:
         raise ConstrainedError("the schema is false: no JSON value is valid")
-    builder = _Builder(schemas, strict_properties, any_order, _caps(schemas, max_string_length, max_items))
+    caps = _caps(schemas, max_string_length, max_items)
+    builder = _Builder(schemas, strict_properties, any_order, caps)
     context = frozenset({root}) - {TRUE}
-    start = builder.value(context, context)
-    builder.run()
+    try:
+        start = builder.value(context, context)
+        builder.run()
+    except _TooManyRules:
+        if not builder.interleaved:
+            raise
+        # Interleaved key orders multiply object states: try again with one order per object.
+        builder = _Builder(schemas, strict_properties, any_order, caps, order_states=1)
+        start = builder.value(context, context)
+        builder.run()
     rules = builder.grammar_rules(start)
     return rules, start, builder.terminal_dfas, builder.glued & builder.terminal_dfas.keys(), builder.uncapped
+
+
+class _TooManyRules(ConstrainedError):
+    """The grammar outgrew MAX_ALTERNATIVES."""
 
 
 @lru_cache(maxsize=None)
@@ -177,10 +191,13 @@ def _cap_node(schemas: Schemas, max_string_length: int | None, max_items: int | 
 
 
 class _Builder:
-    def __init__(self, schemas: Schemas, strict: bool, any_order: bool, caps: tuple = (None, None)):
+    def __init__(self, schemas: Schemas, strict: bool, any_order: bool, caps: tuple = (None, None),
+                 order_states: int = ORDER_STATES):
         self.schemas = schemas
         self.strict = strict
         self.any_order = any_order
+        self.order_states = order_states  # see _key_chains
+        self.interleaved = False  # whether some object's declared keys may interleave
         self.caps = caps  # _caps
         self.rules: dict = {}  # name -> list of alternatives (tuples of symbols)
         self.terminal_dfas: dict = {}  # name -> DFA
@@ -214,7 +231,7 @@ class _Builder:
             alternatives = build()
             self._alternatives += len(alternatives)
             if self._alternatives > MAX_ALTERNATIVES:
-                raise ConstrainedError(
+                raise _TooManyRules(
                     f"the schema is too complex to compile: its grammar needs over {MAX_ALTERNATIVES} rules "
                     "(many combined object schemas, or large counts such as maxItems)")
             self.rules[name] = alternatives
@@ -554,7 +571,7 @@ class _Builder:
 
     def _members(self, product, label, state) -> list:
         """The alternatives for the next member: an undeclared key, or a declared
-        one not done yet (in schema order: at or after the first not done)."""
+        one not done yet (which passes the keys its schemas list before it)."""
         alternatives = []
         for c, cell in enumerate(product.cells):
             if not self.strict or cell.allowed_strict:
@@ -562,28 +579,37 @@ class _Builder:
                 if must_fail is not None:
                     alternatives += self._member(product, label, state, cell.language, cell.requirements, state[0],
                                                  c, must_fail)
-        if product.any_order:
-            for position in range(len(product.keys)):
-                if not state[0] >> position & 1:
-                    alternatives += self._declared_member(product, label, state, position, state[0] | 1 << position)
-            return alternatives
-        declared = self._declared(product, label, state)
-        return alternatives + ([(declared,)] if declared is not None else [])
+        for c in range(len(product.chains)):
+            declared = self._declared(product, label, state, c)
+            if declared is not None:
+                alternatives.append((declared,))
+        return alternatives
 
-    def _declared(self, product, label, state):
-        """The rule for a member with the first declared key not done, or a later
-        one (the keys in between left out), or None. Keys done are a prefix."""
+    def _declared(self, product, label, state, c: int):
+        """The rule for a member with the first key of chain c not done, or a later
+        one (the keys in between left out, and the keys other chains list before
+        it), or None. A key shared by chains comes through the first of them, so
+        that each member has one derivation."""
         done, failed, count, used = state
-        position = done.bit_length()
-        if position >= len(product.keys):
+        position = next((k for k in product.chains[c] if not done >> k & 1), None)
+        if position is None:
             return None
 
         def build():
-            after = (done | 1 << position, failed | product.requires[position], count, used)
-            skip = self._declared(product, label, after) if product.can_reach(after[1], label) else None
-            return (self._declared_member(product, label, state, position, after[0])
-                    + ([(skip,)] if skip is not None else []))
-        return self._rule(("odeclared", product.context, label, state), "member", build)
+            alternatives = []
+            if product.owner[position] == c:
+                skipped = product.before[position] & ~done
+                after, bits = failed, skipped
+                while bits:  # a required key skipped fails the sets requiring it
+                    after |= product.requires[(bits & -bits).bit_length() - 1]
+                    bits &= bits - 1
+                if product.can_reach(after, label):
+                    alternatives += self._declared_member(product, label, (done, after, count, used), position,
+                                                          done | skipped | 1 << position)
+            skip = (done | 1 << position, failed | product.requires[position], count, used)
+            rest = self._declared(product, label, skip, c) if product.can_reach(skip[1], label) else None
+            return alternatives + ([(rest,)] if rest is not None else [])
+        return self._rule(("odeclared", product.context, label, state, c), "member", build)
 
     def _declared_member(self, product, label, state, position: int, done: int) -> list:
         return self._member(product, label, state, product.key_languages[position],
@@ -882,6 +908,50 @@ def _label(schemas, order, atoms: dict, context) -> frozenset:
     return frozenset(i for i in context if truth[i])
 
 
+def _key_chains(atoms: list, any_order: bool, order_states: int = ORDER_STATES) -> list:
+    """The orders declared keys must keep: each keyword set's properties in
+    schema order (names only required have none), so that the keys of sets that
+    combine may interleave. Neighbouring chains (in the order a reader meets
+    their sets) are merged (_merged_order), the shortest pair first, while they
+    could give more than ``order_states`` sets of keys done, and all of them where
+    they disagree (a cycle); with ``any_order``, up to ANY_ORDER_KEYS keys are
+    free."""
+    names = list(dict.fromkeys(name for atom in atoms for name in [p[0] for p in atom.properties] + list(atom.required)))
+    if any_order and len(names) <= ANY_ORDER_KEYS:
+        return [[name] for name in names]
+    chains = [list(chain) for chain in dict.fromkeys(tuple(dict.fromkeys(p[0] for p in atom.properties))
+                                                     for atom in atoms) if chain]
+    ordered = {name for chain in chains for name in chain}
+    chains += [[name] for name in names if name not in ordered]
+    if _cyclic(chains):
+        return [_merged_order(chains)]
+    while len(chains) > 1 and math.prod(len(chain) + 1 for chain in chains) > order_states:
+        i = min(range(len(chains) - 1), key=lambda i: len(chains[i]) + len(chains[i + 1]))
+        chains[i:i + 2] = [_merged_order(chains[i:i + 2])]
+    return chains
+
+
+def _cyclic(chains: list) -> bool:
+    """Whether the chains' orders disagree: no order of the names keeps them all."""
+    after = {name: set() for chain in chains for name in chain}
+    for chain in chains:
+        for a, b in zip(chain, chain[1:]):
+            after[a].add(b)
+    waiting = dict.fromkeys(after, 0)
+    for later in after.values():
+        for name in later:
+            waiting[name] += 1
+    free = [name for name, n in waiting.items() if not n]
+    placed = 0
+    while free:
+        placed += 1
+        for name in after[free.pop()]:
+            waiting[name] -= 1
+            if not waiting[name]:
+                free.append(name)
+    return placed < len(after)
+
+
 def _merged_order(orders: list) -> list:
     """The names of ``orders`` (lists of property names, in schema order) in one
     order that keeps each list's own order where the lists agree, so that output
@@ -982,11 +1052,19 @@ class _ObjectProduct(_Product):
         builder = self.builder
         # Each set's declared names in schema order, sets in the order a reader meets them.
         rank = {i: k for k, i in enumerate(builder.closure(self.context, preorder=True))}
-        self.keys = keys = _merged_order(
-            [list(dict.fromkeys([p[0] for p in atom.properties] + list(atom.required)))
-             for _, atom in sorted(zip(self.set_nodes, self.sets), key=lambda pair: rank[pair[0]])])
+        chains = _key_chains([atom for _, atom in sorted(zip(self.set_nodes, self.sets), key=lambda p: rank[p[0]])],
+                             builder.any_order, builder.order_states)
+        builder.interleaved |= len(chains) > 1
+        self.keys = keys = _merged_order(chains)
+        number = {name: k for k, name in enumerate(keys)}
+        self.chains = [[number[name] for name in chain] for chain in chains]
+        self.owner = {}  # per key: the first chain holding it
+        self.before = [0] * len(keys)  # per key: the keys a chain holding it lists before it (bits)
+        for c, chain in enumerate(self.chains):
+            for i, k in enumerate(chain):
+                self.owner.setdefault(k, c)
+                self.before[k] |= sum(1 << earlier for earlier in chain[:i])
         self.key_languages = [scalar_literal(k) for k in keys]
-        self.any_order = builder.any_order and len(keys) <= ANY_ORDER_KEYS
         self.requires = [sum(1 << k for k, atom in enumerate(self.sets) if name in atom.required) for name in keys]
         self.required_keys = [sum(1 << j for j, name in enumerate(keys) if name in atom.required) for atom in self.sets]
         self.count_cap = max((max(a.min_properties, a.max_properties + 1 if a.max_properties is not None else 0)

@@ -6,6 +6,8 @@ values are never accepted unless the validator accepts them."""
 
 import itertools
 import json
+import math
+from types import SimpleNamespace
 
 import jsonschema
 import pytest
@@ -14,6 +16,7 @@ from hypothesis import given, strategies as st
 import constrained
 from constrained import ConstrainedError
 from constrained.json_schema import json_schema
+from constrained.json_schema_rules import ORDER_STATES, _key_chains
 
 from conftest import encode_exact
 
@@ -251,8 +254,8 @@ def test_many_declared_properties_come_in_schema_order():
 
 
 def test_combined_schemas_keep_each_ones_property_order():
-    """Keys of schemas combined for one value merge into one order that keeps each
-    schema's own, a schema's own before those of the schemas it combines."""
+    """Keys of schemas combined for one value keep each schema's own order and may
+    interleave; names a schema only requires have no order."""
     schema = {"properties": {"name": {"type": "string"}}, "required": ["name"], "oneOf": [
         {"properties": {"type": {"type": "string"}}, "required": ["type"]},
         {"properties": {"current": {"type": "number"}, "state": {"const": "running"}}, "required": ["state"]}]}
@@ -261,6 +264,33 @@ def test_combined_schemas_keep_each_ones_property_order():
         assert valid(schema, value) and accepts(grammar, value)
     for value in [{"name": "n", "current": "5", "state": "running"}, {"name": "n", "type": "t", "state": "running"}]:
         assert not valid(schema, value) and not accepts(grammar, value)
+
+
+def test_interleaved_property_orders():
+    schema = {"allOf": [{"properties": {"a": {}, "b": {}}, "required": ["a"]}, {"properties": {"c": {}, "d": {}}}],
+              "required": ["z"]}
+    grammar = compiled(schema)
+    for value in [{"a": 1, "c": 1, "b": 1, "d": 1, "z": 1}, {"z": 1, "c": 1, "a": 1, "d": 1, "b": 1},
+                  {"c": 1, "z": 1, "a": 1}]:
+        assert accepts(grammar, value), value
+    for value in [{"b": 1, "a": 1, "z": 1}, {"a": 1, "d": 1, "c": 1, "z": 1}, {"c": 1, "b": 1, "z": 1},
+                  {"a": 1, "c": 1}]:
+        assert not accepts(grammar, value), value
+    assert not grammar.matches('{"a": 1, "z": 1, "a": 2}')  # each declared key at most once
+    skipping = compiled({"properties": {"a": {}, "b": {}, "c": {}}, "required": ["a", "b"]})
+    assert accepts(skipping, {"a": 1, "b": 1, "c": 1}) and not accepts(skipping, {"c": 1})
+    # Schemas that disagree on an order get one order that keeps the first's.
+    cyclic = compiled({"allOf": [{"properties": {"a": {}, "b": {}}}, {"properties": {"b": {}, "a": {}}}]})
+    assert accepts(cyclic, {"a": 1, "b": 1}) and not accepts(cyclic, {"b": 1, "a": 1})
+    # Chains whose interleavings would give too many states are merged, neighbours first, each keeping its order.
+    atoms = [SimpleNamespace(properties=[(f"{k}{i}", {}) for i in range(3)], required=()) for k in "pqrs"]
+    chains = _key_chains(atoms, any_order=False)
+    assert math.prod(len(chain) + 1 for chain in chains) <= ORDER_STATES < 4 ** 4
+    assert sorted(name for chain in chains for name in chain) == sorted(f"{k}{i}" for k in "pqrs" for i in range(3))
+    for k in "pqrs":
+        assert any([name for name in chain if name[0] == k] == [f"{k}{i}" for i in range(3)] for chain in chains)
+    merged = compiled({"allOf": [{"properties": dict(atom.properties)} for atom in atoms]})
+    assert accepts(merged, {f"{k}{i}": 0 for k in "pqrs" for i in range(3)})
 
 
 def test_strict_properties_forbids_undeclared_keys():
