@@ -24,7 +24,8 @@ Semantics (draft 2020-12, plus the draft-04/06/07 spellings ``definitions``,
 ``dependencies``, array-form ``items`` with ``additionalItems``, boolean
 ``exclusiveMinimum``/``exclusiveMaximum``, draft-04 ``id``; a document whose
 ``$schema`` is draft-04 or -03 also gets their integers: no fraction or
-exponent, so ``1.0`` is not one):
+exponent, so ``1.0`` is not one; one whose ``$schema`` is draft-03 to -07 gets
+their ``$ref``, which stands for its target alone):
 
 * Keywords: type, enum, const, multipleOf, minimum, maximum, exclusiveMinimum,
   exclusiveMaximum, minLength, maxLength, pattern (ECMA-262, unanchored),
@@ -289,6 +290,8 @@ class Schemas:
         declared = document.get("$schema") if isinstance(document, dict) else None
         self.integers_without_fraction = isinstance(declared, str) and any(
             f"draft-0{n}/" in declared for n in (3, 4))
+        # Up to draft-07 a $ref stands for the schema it names: keywords beside it are ignored.
+        self.ref_alone = isinstance(declared, str) and any(f"draft-0{n}/" in declared for n in (3, 4, 6, 7))
         self.unused = self._unused_keywords(declared)
         self.skipped: list[str] = []
         self.ignored: set[str] = set()
@@ -328,8 +331,11 @@ class Schemas:
                 i = FALSE
                 break
             references = [k for k in REFERENCES if isinstance(schema, dict) and k in schema]
-            if len(references) == 1 and not any(
-                    k in ENFORCED or k in REFUSED for k in schema if k != references[0]):
+            beside = [k for k in schema if k != references[0] and (k in ENFORCED or k in REFUSED)] if references else []
+            if references == ["$ref"] and self.ref_alone:
+                self.ignored.update(f"{k} at {where(pointer)} (beside $ref, before draft 2019-09)" for k in beside)
+                beside = []
+            if len(references) == 1 and not beside:
                 if key in seen:
                     raise ConstrainedError(f"$ref at {where(pointer)} refers to itself in a cycle of references "
                                            "that never reaches a schema")

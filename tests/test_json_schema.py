@@ -21,6 +21,7 @@ from constrained.json_schema_rules import ORDER_STATES, _key_chains
 from conftest import encode_exact
 
 DRAFT4 = "http://json-schema.org/draft-04/schema#"
+DRAFT7 = "http://json-schema.org/draft-07/schema#"
 
 
 def valid(schema, value) -> bool:
@@ -155,6 +156,13 @@ CASES = [
      [[1], [1, "a", "b"]], [["a"], [1, 2]]),
     ("draft-04 integers have no fraction", {"$schema": DRAFT4, "properties": {"n": {"type": "integer", "minimum": 0}}},
      [{"n": 12345}, {"n": 0}], [{"n": 12345.0}, {"n": 1e3}, {"n": -1}]),
+    ("draft-07 $ref ignores the keywords beside it",
+     {"$schema": DRAFT7, "definitions": {"o": {"type": "object"}}, "properties": {"a": {"$ref": "#/definitions/o",
+                                                                                        "type": "string"}}},
+     [{"a": {}}, {"a": {"b": 1}}], [{"a": "x"}, {"a": 1}]),
+    ("draft 2020-12 $ref and the keywords beside it both apply",
+     {"$defs": {"o": {"type": "object"}}, "properties": {"a": {"$ref": "#/$defs/o", "minProperties": 1}}},
+     [{"a": {"b": 1}}], [{"a": {}}, {"a": "x"}]),
     ("draft 2020-12 integers may have a zero fraction", {"properties": {"n": {"type": "integer", "minimum": 0}}},
      [{"n": 12345}, {"n": 12345.0}], [{"n": 1.5}, {"n": -1}]),
     ("format applies to strings only", {"format": "email"}, ["a@b.c", 12, 13.7, None, False, {}, []], ["no at sign"]),
