@@ -38,15 +38,15 @@ _DENSE_KEYS = 1 << 20  # trace paths are numbered through a table up to this siz
 _TRACE_STATES = 8_000_000  # lexer states kept in traces (see _Trace) per grammar and vocabulary, 8 bytes each
 _TABLES_ON_DISK = 1 << 30  # bytes of terminal tables kept in the cache directory (the least recently used go)
 _TERMINALS_KEPT = 64  # terminals' token tables shared across grammars, per vocabulary (the most recent)
-_WHOLE_TABLE_STATES = 200  # terminals with more DFA states get a token row per state reached, not a whole table
-_WIDE_STATES = 24  # and so do those with more states whose bytes spell many tokens (bounded strings)
-_TABLE_PAIRS = 1_000_000  # a whole table pays up to about this many (state, token spelled in its bytes) pairs
-_NARROW_BYTES = 40  # but those where no state lets in more bytes than this get a whole table
-_NARROW_STATES = 1000  # up to this many states
+_SMALL_STATES = 24  # terminals with at most this many DFA states get a whole token table, built in one trie walk
+_WHOLE_TABLE_STATES = 200  # those with more than this get a token row per state reached
+_TABLE_PAIRS = 1_000_000  # in between, a whole table pays up to about this many (state, token spelled in its bytes) pairs
+_NARROW_BYTES = 40  # but no more than _SMALL_STATES where no state lets in more bytes than this (rows are cheap)
 _ROWS_KEPT = 256  # such rows kept per terminal (the most recently used)
 _REFERENCE_LOOPS = 64  # a state looping on this many bytes is the one other rows are walked beside
 _BESIDE_NODES = 30_000  # trie nodes walked beside it before a row is walked whole instead
 _EXITS_KEPT = 4096  # per terminal, states whose exits are kept (the most recently used)
+_FEW_IDS = 2048  # token sets up to this size are packed word by word, larger ones through a bool per token
 
 
 class _Walk:
@@ -108,6 +108,8 @@ class GrammarIndex:
         self.bytes, self.lengths = _token_matrix(vocab)
         self._flat_bytes, self._width = self.bytes.ravel(), self.bytes.shape[1]
         self.eos = np.array(sorted(vocab.eos_ids), dtype=np.int64)
+        self.usable = self.lengths > 0  # tokens with bytes that are not EOS
+        self.usable[self.eos] = False
         self._first_byte = self.bytes[:, 0]
         self._by_first, self._completing = _by_first_byte(vocab)
         # How every token fares from one state of one terminal, per terminal (shared across grammars),
@@ -167,7 +169,12 @@ class GrammarIndex:
         return (words[:, None] * 32 + np.arange(32))[bits]
 
     def _pack_ids(self, ids) -> np.ndarray:
-        """Packed words with the bits of ``ids`` set."""
+        """Packed words with the bits of ``ids`` set (a few set word by word)."""
+        if len(ids) <= _FEW_IDS:
+            ids = np.asarray(ids, dtype=np.int64)
+            packed = np.zeros(self.words, dtype=np.uint32)
+            np.bitwise_or.at(packed, ids >> 5, (np.uint32(1) << (ids & 31).astype(np.uint32)))
+            return packed
         allowed = np.zeros(self.vocab.size, dtype=bool)
         allowed[ids] = True
         return self._pack_bools(allowed)
@@ -593,16 +600,19 @@ def _whole_table_pays(dfa: DFA, vocab: Vocabulary) -> bool:
     walk costs about (states x tokens alive); a DFA whose bytes spell most of
     the vocabulary (a string of at most n characters, a URL) keeps it alive in
     every state, and a generation reaches few of its states. One where every
-    state lets in a few bytes (a long literal, an enum) keeps few tokens alive
-    anywhere: its whole table costs about one row (a few ms on 128k tokens)."""
-    widest = int((dfa.transitions >= 0).sum(axis=1).max())
-    if widest <= _NARROW_BYTES:
-        return dfa.n_states <= _NARROW_STATES
-    if dfa.n_states > _WHOLE_TABLE_STATES:
-        return False
-    if dfa.n_states <= _WIDE_STATES:
+    state lets in a few bytes (a literal, spelled with every escape; an enum)
+    gets rows too past a few states: each row walks only the few tokens alive
+    from its state (``_TerminalTokens._walked_row``)."""
+    if dfa.n_states <= _SMALL_STATES:
         return True
+    if _narrow(dfa) or dfa.n_states > _WHOLE_TABLE_STATES:
+        return False
     return dfa.n_states * _tokens_within((dfa.transitions >= 0).any(axis=0), vocab) <= _TABLE_PAIRS
+
+
+def _narrow(dfa: DFA) -> bool:
+    """Whether no state lets in more than _NARROW_BYTES bytes."""
+    return int((dfa.transitions >= 0).sum(axis=1).max()) <= _NARROW_BYTES
 
 
 _BYTE_SETS: "weakref.WeakKeyDictionary[Vocabulary, np.ndarray]" = weakref.WeakKeyDictionary()
@@ -635,6 +645,7 @@ class _TerminalTokens:
         n = dfa.n_states
         self.table, self.group = _stored_table(dfa, vocab, key) if _whole_table_pays(dfa, vocab) else (None, None)
         self._rows: OrderedDict = OrderedDict()
+        self._narrow = _narrow(dfa)
         self._reference = None  # (state other rows are walked beside, its row), or (-1, None)
         self.trans = np.vstack([np.where(dfa.transitions < 0, n, dfa.transitions), np.full((1, 256), n)]).astype(np.int32)
         self.alive = np.append(np.ones(n, dtype=bool), False)
@@ -668,17 +679,21 @@ class _TerminalTokens:
             self._reference = (r, self._walked_row(r)) if loops[r] >= _REFERENCE_LOOPS else (-1, None)
         r, reference = self._reference
         row = None if r < 0 else reference if r == s else self._row_beside(s, r, reference)
-        if row is None:
-            row = self._walked_row(s)
+        return self._keep_row(s, self._walked_row(s) if row is None else row)
+
+    def _keep_row(self, s: int, row: np.ndarray) -> np.ndarray:
         self._rows[s] = row
         if len(self._rows) > _ROWS_KEPT:
             self._rows.popitem(last=False)
         return row
 
     def _walked_row(self, s: int) -> np.ndarray:
-        """``_row(s)`` from a walk of the whole vocabulary trie from s, a level at a
-        time (each node once, where walking every token byte by byte would walk
-        shared prefixes again)."""
+        """``_row(s)`` from a walk of the vocabulary trie from s, a level at a time
+        (each node once, where walking every token byte by byte would walk shared
+        prefixes again): below the nodes where s lives only, for a narrow DFA;
+        every node, cheaper than picking them, for one that keeps most alive."""
+        if self._narrow:
+            return self._pruned_row(s)
         trie, dead = self.vocab.trie, self.dfa.n_states
         parent, byte, bounds = trie.walk_arrays
         flat = self.trans.ravel()  # state * 256 + byte -> next state (DFAs stay far below 2**23 states)
@@ -694,6 +709,44 @@ class _TerminalTokens:
             np.take(flat, at, out=state[a:b])
         row = state[trie.token_node]
         row[row == dead] = -1
+        return row
+
+    def _pruned_row(self, s: int) -> np.ndarray:
+        nodes, states, _, _ = self._pruned_walk(s)
+        return self._patched(np.full(self.vocab.size, -1, dtype=np.int32), nodes, states)
+
+    def _pruned_walk(self, s: int):
+        """The trie walked from s below the nodes where the DFA lives only: (those
+        nodes, the state at each; the tokens that complete it and go on, the
+        offset of the byte that does not fit), the last two unsorted."""
+        trie, dead = self.vocab.trie, self.dfa.n_states
+        flat = self.trans.ravel()
+        nodes = np.arange(trie.level_start[0], trie.level_start[1])
+        state = np.int64(s)
+        reached, states, left = [], [], []
+        while len(nodes):
+            after = flat[state * 256 + trie.byte[nodes]]
+            live = after != dead
+            if len(reached):  # a byte past the first that ends a complete lexeme: all tokens below go on
+                left.append(nodes[~live & self.accepting[state]])
+            nodes, after = nodes[live], after[live]
+            reached.append(nodes)
+            states.append(after)
+            below = trie.child_start[nodes + 1] - trie.child_start[nodes]
+            state = np.repeat(after, below).astype(np.int64)
+            nodes = _ranges(trie.child_start[nodes], below)
+        listed, first, end = trie.subtrees
+        left = np.concatenate(left) if left else np.zeros(0, dtype=np.int64)
+        leaving = _ranges(first[left], end[left] - first[left])
+        depth = np.searchsorted(trie.level_start, left, side="right") - 1
+        offset = np.repeat(depth, end[left] - first[left])
+        return np.concatenate(reached), np.concatenate(states), listed[leaving], offset
+
+    def _patched(self, row: np.ndarray, nodes: np.ndarray, states: np.ndarray) -> np.ndarray:
+        """``row`` with the tokens spelled at ``nodes`` set to ``states``."""
+        tokens, starts = self.vocab.trie.tokens_by_node
+        spelled = starts[nodes + 1] - starts[nodes]
+        row[tokens[_ranges(starts[nodes], spelled)]] = np.repeat(states, spelled)
         return row
 
     def _row_beside(self, s: int, r: int, reference: np.ndarray):
@@ -728,11 +781,7 @@ class _TerminalTokens:
         listed, first, end = trie.subtrees
         killed = np.concatenate(killed)
         row[listed[_ranges(first[killed], end[killed] - first[killed])]] = -1
-        tokens, starts = trie.tokens_by_node
-        changed, states = np.concatenate(changed), np.concatenate(states)
-        spelled = starts[changed + 1] - starts[changed]
-        row[tokens[_ranges(starts[changed], spelled)]] = np.repeat(states, spelled)
-        return row
+        return self._patched(row, np.concatenate(changed), np.concatenate(states))
 
     def exits(self, s: int, index: "GrammarIndex"):
         """How the usable tokens fare from state s: (packed tokens that keep it
@@ -745,11 +794,22 @@ class _TerminalTokens:
         else:
             alive_bytes = self.trans[s] < self.dfa.n_states
             entering = index.starting_with(alive_bytes)
-            stays = entering & index._pack_bools(self.next_states(s) >= 0)
-            dying = index._ids(entering & ~stays & index._may_complete(self.entry))  # the others die incomplete
-            _, _, b_tok, b_off, b_state = index._walk(dying, np.zeros(len(dying), dtype=np.int64), s, self.alive, self.trans)
-            complete = self.accepting[b_state]
-            hit = self._exits[s] = (stays, index.starting_with(~alive_bytes), _group(b_tok[complete], b_off[complete]), alive_bytes)
+            if self._narrow and self.table is None:  # few tokens live: one walk of them says it all
+                nodes, states, b_tok, b_off = self._pruned_walk(s)
+                self._keep_row(s, self._patched(np.full(self.vocab.size, -1, dtype=np.int32), nodes, states))
+                tokens, starts = self.vocab.trie.tokens_by_node
+                stays = entering & index._pack_ids(tokens[_ranges(starts[nodes], starts[nodes + 1] - starts[nodes])])
+                usable = index.usable[b_tok]
+                order = np.argsort(b_tok[usable], kind="stable")
+                left = _group(b_tok[usable][order], b_off[usable][order])
+            else:
+                stays = entering & index._pack_bools(self.next_states(s) >= 0)
+                dying = index._ids(entering & ~stays & index._may_complete(self.entry))  # the others die incomplete
+                _, _, b_tok, b_off, b_state = index._walk(dying, np.zeros(len(dying), dtype=np.int64), s, self.alive,
+                                                          self.trans)
+                complete = self.accepting[b_state]
+                left = _group(b_tok[complete], b_off[complete])
+            hit = self._exits[s] = (stays, index.starting_with(~alive_bytes), left, alive_bytes)
             if len(self._exits) > _EXITS_KEPT:
                 self._exits.popitem(last=False)
         return hit

@@ -980,6 +980,13 @@ def _merged_order(orders: list) -> list:
     return merged
 
 
+@lru_cache(maxsize=1024)
+def _undeclared_names(keys: frozenset):
+    """The JSON strings other than ``keys`` (None: none), a DFA shared by the
+    objects that declare the same keys (in several contexts, or schemas)."""
+    return _nonempty(dfa.difference(_universe()[1], json_strings.enum_strings(sorted(keys))))
+
+
 def _unmet(alive, label) -> int:
     """The sets (bits) whose requirement a value with ``label`` does not meet."""
     return sum(1 << k for k, r in alive if r == FALSE or (r != TRUE and r not in label))
@@ -1103,9 +1110,7 @@ class _ObjectProduct(_Product):
 
     def _cells(self, strings) -> list:
         """The undeclared keys, split into regions where every set asks the same."""
-        rest = strings
-        if self.keys:
-            rest = _nonempty(dfa.difference(strings, json_strings.enum_strings(self.keys)))
+        rest = _undeclared_names(frozenset(self.keys)) if self.keys else strings
         splitters = []
         for atom, names in zip(self.sets, self.names):
             splitters += [language for _, language, _ in atom.patterns]

@@ -676,6 +676,29 @@ def test_token_rows_of_large_terminals(tokenizers):
             assert row[t] == (state if vocab.tokens[t] else -1), (s, vocab.tokens[t])
 
 
+def test_token_rows_of_narrow_terminals(tokenizers):
+    """A literal spelled with every escape has many states, each letting in a
+    few bytes: it gets rows, each walked below the trie nodes alive from its
+    state only, and every token's state is what the DFA reads byte by byte."""
+    from constrained.grammar_index import _TerminalTokens, _token_matrix, _whole_table_pays
+    from constrained.json_strings import string_literal
+
+    vocab = constrained.vocabulary(tokenizers("llama3"))
+    dfa = string_literal("track_minLength")
+    assert dfa.n_states > 24 and not _whole_table_pays(dfa, vocab)
+    terminal = _TerminalTokens(dfa, vocab, "test")
+    assert terminal._narrow and terminal.table is None
+    matrix, lengths = _token_matrix(vocab)
+    dead = dfa.n_states
+    for s in range(0, dfa.n_states, 5):
+        expected = np.full(vocab.size, s)
+        for j in range(matrix.shape[1]):
+            expected = np.where(j < lengths, terminal.trans[expected, matrix[:, j]], expected)
+        expected[(expected == dead) | (lengths == 0)] = -1
+        assert np.array_equal(terminal._row(s), expected), s
+    assert (terminal._row(0) >= 0).sum() > 1  # '"', '"t'
+
+
 def test_token_rows_walked_beside_a_reference_state(tokenizers):
     """Rows of DFAs with a state that loops on most bytes (a name other than the
     declared keys, a string of at least n characters) are walked only where they
