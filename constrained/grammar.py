@@ -111,9 +111,10 @@ def grammar_from_rules(rules: dict, start: str, terminals: dict, ignored: dict, 
                      - symbol.keys())
     if unknown:
         raise ConstrainedError(f"rules use {unknown}, which are neither rules nor terminals")
-    lark_rules = [Rule(symbol[name], [symbol[s] for s in alternative], order=k)
-                  for name, alternatives in rules.items() for k, alternative in enumerate(dict.fromkeys(alternatives))]
     with gc_paused():
+        lark_rules = [Rule(symbol[name], [symbol[s] for s in alternative], order=k)
+                      for name, alternatives in rules.items()
+                      for k, alternative in enumerate(dict.fromkeys(alternatives))]
         table = lalr_table(lark_rules, start)
     analysis = _Analysis([], set(ignored), lark_rules, table)
     language = _compile(analysis, start, max_ignored, {**terminals, **ignored}, frozenset(glued))
@@ -264,10 +265,10 @@ def _compile(analysis: _Analysis, start: str, max_ignored: int, terminals: dict,
         for name in names:
             dfa = terminals[name] if name in terminals else _terminal_dfa(name, defs[name].pattern)
             dfas.append(bounded(dfa, max_ignored) if name in ignored_names else dfa)
-    parser = ParseTable(table, start, {name: k for k, name in enumerate(names)})
     glued_ids = frozenset(k for k, name in enumerate(names) if name in glued)
-    acceptable = _acceptable(parser, frozenset(np.flatnonzero(ignored).tolist()), glued_ids)
-    with gc_paused():
+    with gc_paused():  # objects by the hundred thousand, none of them garbage
+        parser = ParseTable(table, start, {name: k for k, name in enumerate(names)})
+        acceptable = _acceptable(parser, frozenset(np.flatnonzero(ignored).tolist()), glued_ids)
         lexer = Lexer(dfas, ignored, choice_order, set(acceptable.values()))
     language = _Language(names, lexer, parser, acceptable)
     if not terminals:  # with DFA terminals lark cannot lex the grammar, so there is nothing to agree with
