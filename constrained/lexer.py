@@ -92,6 +92,7 @@ class _Growing:
 
 
 _SHARED_START_PAIRS = 100_000  # (state, live terminal) pairs explored from one start shared by all contexts
+_MAX_STATE_TERMINALS = 50_000_000  # states x terminals of a lexer (its tables take about 10 bytes per pair)
 
 
 class _TooLarge(Exception):
@@ -172,6 +173,10 @@ class Lexer:
         single_base = np.full(n_terms, -1, dtype=np.int64)
         single_base[reached] = n_explored + np.concatenate([[0], np.cumsum(sizes[reached])[:-1]]).astype(np.int64)
         n = n_explored + int(sizes[reached].sum())
+        if n * n_terms > _MAX_STATE_TERMINALS:
+            raise ConstrainedError(
+                f"the grammar is too complex to compile: its lexer would need {n} states over {n_terms} terminals "
+                "(for a schema: many property names, formats and patterns; split it, or give fewer of them)")
         trans = np.full((n + 1, 256), n, dtype=np.int32)
         for ids, code in levels:
             g = np.maximum(-2 - code, 0)

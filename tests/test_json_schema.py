@@ -513,6 +513,18 @@ def test_a_rule_per_item_is_refused_past_max_count():
     assert "Lower minItems/maxItems" in str(error.value)
 
 
+def test_a_lexer_past_its_budget_is_refused(monkeypatch):
+    """A schema whose lexer would need more (state, terminal) cells than the
+    budget is a clear error, not gigabytes of tables."""
+    import constrained.lexer
+
+    schema = {"properties": {f"name{i}": {"type": "string", "maxLength": 20} for i in range(4)}}
+    json_schema(schema)
+    monkeypatch.setattr(constrained.lexer, "_MAX_STATE_TERMINALS", 1000)
+    with pytest.raises(ConstrainedError, match="too complex to compile: its lexer would need"):
+        json_schema(schema)
+
+
 def test_lenient_skips_and_reports():
     schema = {"type": "array", "items": {"type": "object"}, "uniqueItems": True, "maxItems": 2}
     grammar = json_schema(schema, lenient=True)
