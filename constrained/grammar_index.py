@@ -47,6 +47,7 @@ _REFERENCE_LOOPS = 64  # a state looping on this many bytes is the one other row
 _BESIDE_NODES = 30_000  # trie nodes walked beside it before a row is walked whole instead
 _EXITS_KEPT = 4096  # per terminal, states whose exits are kept (the most recently used)
 _FEW_IDS = 2048  # token sets up to this size are packed word by word, larger ones through a bool per token
+_TRIE_WALKED = 60_000  # token sets larger than this are walked through the lexer down the trie, not token by token
 
 
 class _Walk:
@@ -290,7 +291,10 @@ class GrammarIndex:
         marked[np.concatenate(mixed or [np.zeros(0, dtype=np.int64)])] = True
         marked &= np.unpackbits(stays.view(np.uint8), bitorder="little") == 0
         tok = np.flatnonzero(marked)
-        _, _, b_tok, b_off, b_state = self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, ctx.alive_lark)
+        if len(tok) > _TRIE_WALKED:
+            b_tok, b_off, b_state = self._leaving(tok, q, ctx.alive_lark)
+        else:
+            _, _, b_tok, b_off, b_state = self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, ctx.alive_lark)
         parts.append((b_tok, b_off, ctx.choice[b_state]))
         later = self._by_terminal(*(np.concatenate(column) for column in zip(*parts)))
         for k, group in whole.items():
@@ -399,6 +403,36 @@ class GrammarIndex:
         last = trace.state[trace.end[ended]]
         out = out[leaving]
         return trace.tok[ended][ctx.alive_valid[last]], trace.tok[leaving], trace.off[leaving] + trace.depth[out], trace.before[out]
+
+    def _leaving(self, tok, q: int, alive):
+        """``_walk``'s tokens that leave the lexeme, for many tokens from their
+        first byte: the trie is walked from q below the nodes still in the
+        lexeme, so shared prefixes are read once; every token below a node that
+        leaves leaves there."""
+        trie = self.vocab.trie
+        flat = self.lexer.trans.ravel()
+        nodes = np.arange(trie.level_start[0], trie.level_start[1])
+        state = np.int64(q)
+        left, before, depth = [], [], []
+        while len(nodes):
+            after = flat[state * 256 + trie.byte[nodes]]
+            inside = alive[after]
+            left.append(nodes[~inside])
+            before.append(np.broadcast_to(state, nodes.shape)[~inside])
+            depth.append(np.full(len(left[-1]), len(depth)))
+            nodes, after = nodes[inside], after[inside]
+            below = trie.child_start[nodes + 1] - trie.child_start[nodes]
+            state = np.repeat(after, below).astype(np.int64)
+            nodes = _ranges(trie.child_start[nodes], below)
+        listed, first, end = trie.subtrees
+        left = np.concatenate(left)
+        size = end[left] - first[left]
+        offset, state_before = np.full(self.vocab.size, -1), np.zeros(self.vocab.size, dtype=np.int64)
+        below = listed[_ranges(first[left], size)]
+        offset[below] = np.repeat(np.concatenate(depth), size)
+        state_before[below] = np.repeat(np.concatenate(before), size)
+        tok = tok[offset[tok] >= 0]
+        return tok, offset[tok], state_before[tok]
 
     def _after_byte(self, trans: np.ndarray, state, tok, pos) -> np.ndarray:
         """``trans[state, byte pos of token tok]`` for each token, through flat
@@ -621,11 +655,18 @@ _BYTE_SETS: "weakref.WeakKeyDictionary[Vocabulary, np.ndarray]" = weakref.WeakKe
 def _tokens_within(alphabet: np.ndarray, vocab: Vocabulary) -> int:
     """How many tokens use only bytes of ``alphabet`` (256 bools)."""
     sets = _BYTE_SETS.get(vocab)
-    if sets is None:  # per token, the bytes it uses: 256 bits as four words
-        matrix, lengths = _token_matrix(vocab)
-        uses = np.zeros((len(lengths), 256), dtype=bool)
-        uses[np.repeat(np.arange(len(lengths)), lengths), matrix[np.arange(matrix.shape[1]) < lengths[:, None]]] = True
-        sets = _BYTE_SETS[vocab] = np.packbits(uses, axis=1, bitorder="little").view(np.uint64)
+    if sets is None:  # per token, the bytes it uses, as four 64-bit words: its trie node's path, a level at a time
+        trie = vocab.trie
+        byte = np.arange(256)
+        one = np.zeros((256, 4), dtype=np.uint64)
+        one[byte, byte >> 6] = np.uint64(1) << (byte & 63).astype(np.uint64)
+        on_path = np.zeros((trie.n_nodes + 1, 4), dtype=np.uint64)  # the last row: tokens without bytes
+        bounds = trie.level_start.tolist()
+        for a, b in zip(bounds, bounds[1:]):
+            on_path[a:b] = one[trie.byte[a:b]]
+            if a != bounds[0]:
+                on_path[a:b] |= on_path[trie.parent[a:b]]
+        sets = _BYTE_SETS[vocab] = on_path[trie.token_node]
     outside = ~np.packbits(alphabet, bitorder="little").view(np.uint64)
     return int(((sets & outside) == 0).all(axis=1).sum())
 
@@ -742,6 +783,13 @@ class _TerminalTokens:
         offset = np.repeat(depth, end[left] - first[left])
         return np.concatenate(reached), np.concatenate(states), listed[leaving], offset
 
+    @staticmethod
+    def _leaving_group(tok, off, index) -> "_Group":
+        """The usable ones of tokens that complete the terminal and go on, by token."""
+        usable = index.usable[tok]
+        order = np.argsort(tok[usable], kind="stable")
+        return _group(tok[usable][order], off[usable][order])
+
     def _patched(self, row: np.ndarray, nodes: np.ndarray, states: np.ndarray) -> np.ndarray:
         """``row`` with the tokens spelled at ``nodes`` set to ``states``."""
         tokens, starts = self.vocab.trie.tokens_by_node
@@ -799,16 +847,17 @@ class _TerminalTokens:
                 self._keep_row(s, self._patched(np.full(self.vocab.size, -1, dtype=np.int32), nodes, states))
                 tokens, starts = self.vocab.trie.tokens_by_node
                 stays = entering & index._pack_ids(tokens[_ranges(starts[nodes], starts[nodes + 1] - starts[nodes])])
-                usable = index.usable[b_tok]
-                order = np.argsort(b_tok[usable], kind="stable")
-                left = _group(b_tok[usable][order], b_off[usable][order])
+                left = self._leaving_group(b_tok, b_off, index)
             else:
                 stays = entering & index._pack_bools(self.next_states(s) >= 0)
                 dying = index._ids(entering & ~stays & index._may_complete(self.entry))  # the others die incomplete
-                _, _, b_tok, b_off, b_state = index._walk(dying, np.zeros(len(dying), dtype=np.int64), s, self.alive,
-                                                          self.trans)
-                complete = self.accepting[b_state]
-                left = _group(b_tok[complete], b_off[complete])
+                if len(dying) > _TRIE_WALKED:  # walked down the trie: shared prefixes once
+                    left = self._leaving_group(*self._pruned_walk(s)[2:], index)
+                else:
+                    _, _, b_tok, b_off, b_state = index._walk(dying, np.zeros(len(dying), dtype=np.int64), s,
+                                                              self.alive, self.trans)
+                    complete = self.accepting[b_state]
+                    left = _group(b_tok[complete], b_off[complete])
             hit = self._exits[s] = (stays, index.starting_with(~alive_bytes), left, alive_bytes)
             if len(self._exits) > _EXITS_KEPT:
                 self._exits.popitem(last=False)

@@ -656,6 +656,35 @@ def test_traced_walks_agree_with_walking(tokenizers):
                     sorted(zip(w_tok.tolist(), w_off.tolist(), w_state.tolist()))
 
 
+def test_tokens_leaving_walked_down_the_trie_agree_with_walking(tokenizers, monkeypatch):
+    """Large sets of tokens are walked through the lexer (and through a
+    terminal's DFA for its exits) down the trie rather than token by token:
+    the same tokens leave, at the same byte, from the same state."""
+    import constrained.grammar_index as gi
+
+    tok = tokenizers("llama3")
+    g = constrained.grammar(GRAMMARS / "sql.lark")
+    index = g.index(tok)
+    assert feed_text(g.matcher(tok), tok, "SELECT a, b FROM t WHERE a = 'x' LIMIT 3")
+    usable = np.flatnonzero(index.usable)
+    contexts = list(index.lexer._contexts.values())
+    for q in list(index.lexer.starts)[:4]:
+        for ctx in contexts[:6]:
+            walked = index._walk(usable, np.zeros(len(usable), dtype=np.int64), q, ctx.alive_lark)[2:]
+            down_the_trie = index._leaving(usable, q, ctx.alive_lark)
+            assert sorted(zip(*(a.tolist() for a in walked))) == sorted(zip(*(a.tolist() for a in down_the_trie)))
+    dfa = constrained.dfa.from_regex(r'"[^"\\\x00-\x1f]{0,12}"')
+    for threshold in (10**9, 0):
+        monkeypatch.setattr(gi, "_TRIE_WALKED", threshold)
+        terminal = gi._TerminalTokens(dfa, index.vocab, "test")
+        groups = [terminal.exits(s, index)[2] for s in range(dfa.n_states)]
+        if threshold:
+            by_token = [sorted(zip(group.tok.tolist(), group.off.tolist())) for group in groups]
+        else:
+            assert [sorted(zip(group.tok.tolist(), group.off.tolist())) for group in groups] == by_token
+    assert max(len(group) for group in by_token) > 1000
+
+
 def test_token_rows_of_large_terminals(tokenizers):
     """A large terminal's row (its state after each token, from one state) is
     what its DFA reads byte by byte."""
