@@ -4,8 +4,9 @@ parser stack) situation, as packed masks.
 Each terminal knows, per state of its DFA, how every token fares: which tokens
 keep it alive, which die at their first byte, and which complete it and go on
 (``_TerminalTokens.exits``, from its token table: index.py's trie walk over all
-states for a small DFA, one row per state reached for a large one). These are
-shared by every grammar using the terminal. A lexer state where several
+states for a small DFA, one row per state reached for a large one, walked down
+the trie below its live nodes only, or beside the row of a state that loops on
+most bytes). These are shared by every grammar using the terminal. A lexer state where several
 terminals are alive combines their exits (``_combine``), so no step walks the
 whole vocabulary. Tokens that leave the lexeme are then followed from the parser
 stack, lexeme after lexeme, in groups by the terminal emitted; the walk of a
