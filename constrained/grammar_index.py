@@ -786,10 +786,10 @@ class _TerminalTokens:
 
     @staticmethod
     def _leaving_group(tok, off, index) -> "_Group":
-        """The usable ones of tokens that complete the terminal and go on, by token."""
+        """The usable ones of tokens that complete the terminal and go on (in
+        the walk's order: the same every time, so the group's id is too)."""
         usable = index.usable[tok]
-        order = np.argsort(tok[usable], kind="stable")
-        return _group(tok[usable][order], off[usable][order])
+        return _group(tok[usable], off[usable])
 
     def _patched(self, row: np.ndarray, nodes: np.ndarray, states: np.ndarray) -> np.ndarray:
         """``row`` with the tokens spelled at ``nodes`` set to ``states``."""
