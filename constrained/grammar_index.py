@@ -131,6 +131,7 @@ class GrammarIndex:
         self._distinct: dict = {}
         self.bias_cache: OrderedDict = OrderedDict()
         self._eos_only = self._pack_ids(self.eos)
+        _build_vocabulary_tables(vocab)
         if eager:  # a written grammar's terminals are few and most get used: their tables are built now
             for k in range(len(self._terminals)):
                 self._terminal(k)
@@ -519,6 +520,15 @@ def _cat(parts) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
+def _build_vocabulary_tables(vocab: Vocabulary) -> None:
+    """Build the vocabulary's tables that masks use (each once per process), so
+    that the first index of a process pays for them rather than a mask step."""
+    trie = vocab.trie
+    for table in (lambda: trie.subtrees, lambda: trie.tokens_by_node, lambda: _bytes_before_last(vocab),
+                  lambda: _byte_sets(vocab)):
+        table()
+
+
 _TOKEN_BYTES: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDictionary()
 
 
@@ -655,8 +665,14 @@ _BYTE_SETS: "weakref.WeakKeyDictionary[Vocabulary, np.ndarray]" = weakref.WeakKe
 
 def _tokens_within(alphabet: np.ndarray, vocab: Vocabulary) -> int:
     """How many tokens use only bytes of ``alphabet`` (256 bools)."""
+    outside = ~np.packbits(alphabet, bitorder="little").view(np.uint64)
+    return int(((_byte_sets(vocab) & outside) == 0).all(axis=1).sum())
+
+
+def _byte_sets(vocab: Vocabulary) -> np.ndarray:
+    """Per token, the bytes it uses, as four 64-bit words."""
     sets = _BYTE_SETS.get(vocab)
-    if sets is None:  # per token, the bytes it uses, as four 64-bit words: its trie node's path, a level at a time
+    if sets is None:  # its trie node's path, a level at a time
         trie = vocab.trie
         byte = np.arange(256)
         one = np.zeros((256, 4), dtype=np.uint64)
@@ -668,8 +684,7 @@ def _tokens_within(alphabet: np.ndarray, vocab: Vocabulary) -> int:
             if a != bounds[0]:
                 on_path[a:b] |= on_path[trie.parent[a:b]]
         sets = _BYTE_SETS[vocab] = on_path[trie.token_node]
-    outside = ~np.packbits(alphabet, bitorder="little").view(np.uint64)
-    return int(((sets & outside) == 0).all(axis=1).sum())
+    return sets
 
 
 class _TerminalTokens:
