@@ -412,27 +412,11 @@ class GrammarIndex:
         lexeme, so shared prefixes are read once; every token below a node that
         leaves leaves there."""
         trie = self.vocab.trie
-        flat = self.lexer.trans.ravel()
-        nodes = np.arange(trie.level_start[0], trie.level_start[1])
-        state = np.int64(q)
-        left, before, depth = [], [], []
-        while len(nodes):
-            after = flat[state * 256 + trie.byte[nodes]]
-            inside = alive[after]
-            left.append(nodes[~inside])
-            before.append(np.broadcast_to(state, nodes.shape)[~inside])
-            depth.append(np.full(len(left[-1]), len(depth)))
-            nodes, after = nodes[inside], after[inside]
-            below = trie.child_start[nodes + 1] - trie.child_start[nodes]
-            state = np.repeat(after, below).astype(np.int64)
-            nodes = _ranges(trie.child_start[nodes], below)
-        listed, first, end = trie.subtrees
-        left = np.concatenate(left)
-        size = end[left] - first[left]
+        _, _, left, before, depth = _walk_down(trie, self.lexer.trans.ravel(), q, alive)
+        below, size = trie.tokens_below(left)
         offset, state_before = np.full(self.vocab.size, -1), np.zeros(self.vocab.size, dtype=np.int64)
-        below = listed[_ranges(first[left], size)]
-        offset[below] = np.repeat(np.concatenate(depth), size)
-        state_before[below] = np.repeat(np.concatenate(before), size)
+        offset[below] = np.repeat(depth, size)
+        state_before[below] = np.repeat(before, size)
         tok = tok[offset[tok] >= 0]
         return tok, offset[tok], state_before[tok]
 
@@ -507,13 +491,26 @@ def _distinct(keys: np.ndarray, size: int):
     return found, index[keys]
 
 
-def _ranges(start: np.ndarray, length: np.ndarray) -> np.ndarray:
-    """The concatenated ranges ``start[i]:start[i] + length[i]``."""
-    total = int(length.sum())
-    if not total:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.cumsum(length) - length
-    return np.repeat(start.astype(np.int64) - offsets, length) + np.arange(total)
+def _walk_down(trie, trans: np.ndarray, q: int, alive: np.ndarray):
+    """The trie walked from state q of ``trans`` (state x 256, flattened) below
+    the nodes where ``alive`` holds only, a level at a time: (those nodes, the
+    state at each; the nodes where it stops holding, the state before each and
+    its depth, 0 for a first byte)."""
+    nodes = np.arange(trie.level_start[0], trie.level_start[1])
+    state = np.int64(q)
+    reached, states, left, before, depth = [], [], [], [], []
+    while len(nodes):
+        after = trans[state * 256 + trie.byte[nodes]]
+        inside = alive[after]
+        left.append(nodes[~inside])
+        before.append(np.broadcast_to(state, nodes.shape)[~inside])
+        depth.append(np.full(len(left[-1]), len(reached)))
+        nodes, after = nodes[inside], after[inside]
+        reached.append(nodes)
+        states.append(after)
+        nodes, below = trie.children(nodes)
+        state = np.repeat(after, below).astype(np.int64)
+    return tuple(np.concatenate(parts) for parts in (reached, states, left, before, depth))
 
 
 def _cat(parts) -> np.ndarray:
@@ -523,10 +520,9 @@ def _cat(parts) -> np.ndarray:
 def _build_vocabulary_tables(vocab: Vocabulary) -> None:
     """Build the vocabulary's tables that masks use (each once per process), so
     that the first index of a process pays for them rather than a mask step."""
-    trie = vocab.trie
-    for table in (lambda: trie.subtrees, lambda: trie.tokens_by_node, lambda: _bytes_before_last(vocab),
-                  lambda: _byte_sets(vocab)):
-        table()
+    vocab.trie.subtrees, vocab.trie.tokens_by_node  # cached properties
+    _bytes_before_last(vocab)
+    _byte_sets(vocab)
 
 
 _TOKEN_BYTES: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDictionary()
@@ -769,35 +765,21 @@ class _TerminalTokens:
         return row
 
     def _pruned_row(self, s: int) -> np.ndarray:
-        nodes, states, _, _ = self._pruned_walk(s)
+        return self._row_of(*self._pruned_walk(s)[:2])
+
+    def _row_of(self, nodes: np.ndarray, states: np.ndarray) -> np.ndarray:
+        """The row where the tokens spelled at ``nodes`` reach ``states``, all others dead."""
         return self._patched(np.full(self.vocab.size, -1, dtype=np.int32), nodes, states)
 
     def _pruned_walk(self, s: int):
         """The trie walked from s below the nodes where the DFA lives only: (those
         nodes, the state at each; the tokens that complete it and go on, the
         offset of the byte that does not fit), the last two unsorted."""
-        trie, dead = self.vocab.trie, self.dfa.n_states
-        flat = self.trans.ravel()
-        nodes = np.arange(trie.level_start[0], trie.level_start[1])
-        state = np.int64(s)
-        reached, states, left = [], [], []
-        while len(nodes):
-            after = flat[state * 256 + trie.byte[nodes]]
-            live = after != dead
-            if len(reached):  # a byte past the first that ends a complete lexeme: all tokens below go on
-                left.append(nodes[~live & self.accepting[state]])
-            nodes, after = nodes[live], after[live]
-            reached.append(nodes)
-            states.append(after)
-            below = trie.child_start[nodes + 1] - trie.child_start[nodes]
-            state = np.repeat(after, below).astype(np.int64)
-            nodes = _ranges(trie.child_start[nodes], below)
-        listed, first, end = trie.subtrees
-        left = np.concatenate(left) if left else np.zeros(0, dtype=np.int64)
-        leaving = _ranges(first[left], end[left] - first[left])
-        depth = np.searchsorted(trie.level_start, left, side="right") - 1
-        offset = np.repeat(depth, end[left] - first[left])
-        return np.concatenate(reached), np.concatenate(states), listed[leaving], offset
+        trie = self.vocab.trie
+        nodes, states, left, before, depth = _walk_down(trie, self.trans.ravel(), s, self.alive)
+        goes_on = (depth > 0) & self.accepting[before]  # a byte past the first that ends a complete lexeme
+        leaving, size = trie.tokens_below(left[goes_on])
+        return nodes, states, leaving, np.repeat(depth[goes_on], size)
 
     @staticmethod
     def _leaving_group(tok, off, index) -> "_Group":
@@ -808,9 +790,8 @@ class _TerminalTokens:
 
     def _patched(self, row: np.ndarray, nodes: np.ndarray, states: np.ndarray) -> np.ndarray:
         """``row`` with the tokens spelled at ``nodes`` set to ``states``."""
-        tokens, starts = self.vocab.trie.tokens_by_node
-        spelled = starts[nodes + 1] - starts[nodes]
-        row[tokens[_ranges(starts[nodes], spelled)]] = np.repeat(states, spelled)
+        tokens, spelled = self.vocab.trie.tokens_at(nodes)
+        row[tokens] = np.repeat(states, spelled)
         return row
 
     def _row_beside(self, s: int, r: int, reference: np.ndarray):
@@ -838,13 +819,10 @@ class _TerminalTokens:
             nodes, here, there = nodes[apart], here[apart], there[apart]
             changed.append(nodes)
             states.append(here)
-            below = trie.child_start[nodes + 1] - trie.child_start[nodes]
+            nodes, below = trie.children(nodes)
             here, there = np.repeat(here, below).astype(np.int64), np.repeat(there, below).astype(np.int64)
-            nodes = _ranges(trie.child_start[nodes], below)
         row = reference.copy()
-        listed, first, end = trie.subtrees
-        killed = np.concatenate(killed)
-        row[listed[_ranges(first[killed], end[killed] - first[killed])]] = -1
+        row[trie.tokens_below(np.concatenate(killed))[0]] = -1
         return self._patched(row, np.concatenate(changed), np.concatenate(states))
 
     def exits(self, s: int, index: "GrammarIndex"):
@@ -860,9 +838,8 @@ class _TerminalTokens:
             entering = index.starting_with(alive_bytes)
             if self._narrow and self.table is None:  # few tokens live: one walk of them says it all
                 nodes, states, b_tok, b_off = self._pruned_walk(s)
-                self._keep_row(s, self._patched(np.full(self.vocab.size, -1, dtype=np.int32), nodes, states))
-                tokens, starts = self.vocab.trie.tokens_by_node
-                stays = entering & index._pack_ids(tokens[_ranges(starts[nodes], starts[nodes + 1] - starts[nodes])])
+                self._keep_row(s, self._row_of(nodes, states))
+                stays = entering & index._pack_ids(self.vocab.trie.tokens_at(nodes)[0])
                 left = self._leaving_group(b_tok, b_off, index)
             else:
                 stays = entering & index._pack_bools(self.next_states(s) >= 0)

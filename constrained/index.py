@@ -162,10 +162,7 @@ def walk_trie(dfa: DFA, trie) -> tuple[np.ndarray, np.ndarray]:
         parent_rows = new_rows[alive]
         rows.append(parent_rows)
         n_groups += len(parent_rows)
-        # The next level: the children of the alive nodes (contiguous runs).
-        starts = trie.child_start[alive_nodes]
-        counts = trie.child_start[alive_nodes + 1] - starts
-        children = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+        children, counts = trie.children(alive_nodes)  # the next level
         parent_group = np.repeat(local[kept], counts)
 
     group_next = np.vstack(rows)
@@ -173,10 +170,7 @@ def walk_trie(dfa: DFA, trie) -> tuple[np.ndarray, np.ndarray]:
     if n_states < 2**15:  # the table is groups x states: halve it when states fit
         group_next = group_next.astype(np.int16)
     # Each kept node's tokens get its group (a node usually spells one token).
-    tokens, starts = trie.tokens_by_node
-    nodes, groups = np.concatenate(kept_nodes), np.concatenate(kept_groups)
-    counts = starts[nodes + 1] - starts[nodes]
-    runs = np.repeat(starts[nodes] - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+    tokens, counts = trie.tokens_at(np.concatenate(kept_nodes))
     token_group = np.full(len(trie.token_node), -1, dtype=np.int32)
-    token_group[tokens[runs]] = np.repeat(groups, counts)
+    token_group[tokens] = np.repeat(np.concatenate(kept_groups), counts)
     return token_group, group_next

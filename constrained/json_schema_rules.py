@@ -923,33 +923,14 @@ def _key_chains(atoms: list, any_order: bool, order_states: int = ORDER_STATES) 
                                                      for atom in atoms) if chain]
     ordered = {name for chain in chains for name in chain}
     chains += [[name] for name in names if name not in ordered]
-    if _cyclic(chains):
-        return [_merged_order(chains)]
+    merged = _merged_order(chains)
+    place = {name: k for k, name in enumerate(merged)}
+    if any(place[a] > place[b] for chain in chains for a, b in zip(chain, chain[1:])):  # no order keeps them all
+        return [merged]
     while len(chains) > 1 and math.prod(len(chain) + 1 for chain in chains) > order_states:
         i = min(range(len(chains) - 1), key=lambda i: len(chains[i]) + len(chains[i + 1]))
         chains[i:i + 2] = [_merged_order(chains[i:i + 2])]
     return chains
-
-
-def _cyclic(chains: list) -> bool:
-    """Whether the chains' orders disagree: no order of the names keeps them all."""
-    after = {name: set() for chain in chains for name in chain}
-    for chain in chains:
-        for a, b in zip(chain, chain[1:]):
-            after[a].add(b)
-    waiting = dict.fromkeys(after, 0)
-    for later in after.values():
-        for name in later:
-            waiting[name] += 1
-    free = [name for name, n in waiting.items() if not n]
-    placed = 0
-    while free:
-        placed += 1
-        for name in after[free.pop()]:
-            waiting[name] -= 1
-            if not waiting[name]:
-                free.append(name)
-    return placed < len(after)
 
 
 def _merged_order(orders: list) -> list:

@@ -22,7 +22,7 @@ priority first, then a string literal before a regex, then lark's order).
 
 import numpy as np
 
-from .dfa import DFA, minimize
+from .dfa import DFA, minimize, ranges
 from .errors import ConstrainedError
 
 
@@ -45,11 +45,6 @@ def _segment_sums(values: np.ndarray, bounds: np.ndarray, dtype) -> np.ndarray:
     sums = np.zeros((len(values) + 1, values.shape[1]), dtype=dtype)
     np.cumsum(values, axis=0, dtype=dtype, out=sums[1:])
     return sums[bounds[1:]] - sums[bounds[:-1]]
-
-
-def _ranges(first: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The concatenated ranges ``first[i] : first[i] + lengths[i]``."""
-    return np.repeat(first - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
 
 
 class _Layout:
@@ -248,12 +243,12 @@ class Lexer:
             code[several] = ids[inverse.ravel()]
             # Every entry's live targets in order (ascending, as its state's members are), and each entry's length.
             lengths = bounds[several[0] + 1] - bounds[several[0]]
-            entries = targets[_ranges(bounds[several[0]], lengths), np.repeat(several[1], lengths)]
+            entries = targets[ranges(bounds[several[0]], lengths), np.repeat(several[1], lengths)]
             entries = entries[entries >= 0]
             counts = count[several]
             # The new states' members: those of the first entry with their digest.
             firsts = np.concatenate([[0], np.cumsum(counts)])
-            picked = entries[_ranges(firsts[first[new]], counts[first[new]])]
+            picked = entries[ranges(firsts[first[new]], counts[first[new]])]
             begin.extend(len(members.values) + np.cumsum(counts[first[new]]))
             members.extend(picked)
             n += len(new)
@@ -261,7 +256,7 @@ class Lexer:
             starts_of = begin.values[:-1]
             if not np.array_equal(np.diff(begin.values)[code[several]], counts):
                 return None
-            if not np.array_equal(members.values[_ranges(starts_of[code[several]], counts)], entries):
+            if not np.array_equal(members.values[ranges(starts_of[code[several]], counts)], entries):
                 return None
             levels.append((level_ids, code))
             state, cls = several[0][first[new]], several[1][first[new]]

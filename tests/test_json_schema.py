@@ -543,6 +543,10 @@ def test_annotations_and_unknown_keywords_are_ignored():
     assert accepts(custom, "ab") and not accepts(custom, "abc")
     assert custom.ignored_keywords == ("format 'int32' at the schema root",)
     assert "JSON Schema" in grammar.description
+    # Up to draft-07 the keywords beside a $ref are ignored, as those drafts say, and reported.
+    beside_ref = json_schema({"$schema": DRAFT7, "definitions": {"o": {"type": "object"}},
+                              "properties": {"a": {"$ref": "#/definitions/o", "type": "string"}}})
+    assert beside_ref.ignored_keywords == ("type at /properties/a (beside $ref, before draft 2019-09)",)
 
 
 def test_token_level(tokenizers):
