@@ -113,7 +113,7 @@ class GrammarIndex:
         self.usable = self.lengths > 0  # tokens with bytes that are not EOS
         self.usable[self.eos] = False
         self._first_byte = self.bytes[:, 0]
-        self._by_first, self._completing = _by_first_byte(vocab)
+        self._by_first, self._byte_set_masks = _by_first_byte(vocab)
         # How every token fares from one state of one terminal, per terminal (shared across grammars),
         # built when the terminal is first alive in a mask: many never are (other branches of a schema).
         self._terminals: list = [None] * len(self.lexer.dfas)
@@ -145,18 +145,26 @@ class GrammarIndex:
     def _may_complete(self, entry: np.ndarray) -> np.ndarray:
         """The tokens (packed) with a byte before their last in ``entry`` (the bytes
         that enter a complete state): only such tokens can end a lexeme and go on."""
-        key = entry.tobytes()
-        hit = self._completing.get(key)
+        key = (False, entry.tobytes())
+        hit = self._byte_set_masks.get(key)
         if hit is None:
-            hit = self._completing[key] = np.bitwise_or.reduce(_bytes_before_last(self.vocab)[entry], axis=0)
+            hit = self._byte_set_masks[key] = np.bitwise_or.reduce(_bytes_before_last(self.vocab)[entry], axis=0)
         return hit
 
     def starting_with(self, first: np.ndarray) -> np.ndarray:
         """The usable tokens (with bytes, not EOS) whose first byte is one of
-        ``first`` (256 bools), packed: ORs the fewer of the bytes in or out."""
-        if first.sum() <= 128:
-            return np.bitwise_or.reduce(self._by_first[:256][first], axis=0, initial=0)
-        return self._by_first[256] & ~np.bitwise_or.reduce(self._by_first[:256][~first], axis=0, initial=0)
+        ``first`` (256 bools), packed: ORs the fewer of the bytes in or out.
+        Terminals' states share a few such sets (every byte but a quote ...)."""
+        key = (True, first.tobytes())
+        hit = self._byte_set_masks.get(key)
+        if hit is None:
+            if first.sum() <= 128:
+                hit = np.bitwise_or.reduce(self._by_first[:256][first], axis=0, initial=0)
+            else:
+                hit = self._by_first[256] & ~np.bitwise_or.reduce(self._by_first[:256][~first], axis=0, initial=0)
+            hit.flags.writeable = False
+            self._byte_set_masks[key] = hit
+        return hit
 
     def _pack_bools(self, allowed: np.ndarray) -> np.ndarray:
         """Packed words with the bits of the tokens ``allowed`` (one bool per token) set."""
@@ -541,8 +549,8 @@ _BY_FIRST: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDicti
 
 def _by_first_byte(vocab: Vocabulary):
     """(257, words) packed: for each byte, the usable tokens (with bytes, not EOS)
-    it starts, then all usable tokens; and a cache for ``GrammarIndex._may_complete``:
-    the same for every grammar over this vocabulary."""
+    it starts, then all usable tokens; and a cache for ``GrammarIndex.starting_with``
+    and ``GrammarIndex._may_complete``: the same for every grammar over this vocabulary."""
     hit = _BY_FIRST.get(vocab)
     if hit is None:
         matrix, lengths = _token_matrix(vocab)
