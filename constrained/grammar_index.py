@@ -505,20 +505,21 @@ def _walk_down(trie, trans: np.ndarray, q: int, alive: np.ndarray):
     state at each; the nodes where it stops holding, the state before each and
     its depth, 0 for a first byte)."""
     nodes = np.arange(trie.level_start[0], trie.level_start[1])
-    state = np.int64(q)
-    reached, states, left, before, depth = [], [], [], [], []
+    state = np.full(len(nodes), q, dtype=np.int64)
+    reached, states, left, before = [], [], [], []
     while len(nodes):
         after = trans[state * 256 + trie.byte[nodes]]
         inside = alive[after]
-        left.append(nodes[~inside])
-        before.append(np.broadcast_to(state, nodes.shape)[~inside])
-        depth.append(np.full(len(left[-1]), len(reached)))
+        out = ~inside
+        left.append(nodes[out])
+        before.append(state[out])
         nodes, after = nodes[inside], after[inside]
         reached.append(nodes)
         states.append(after)
         nodes, below = trie.children(nodes)
         state = np.repeat(after, below).astype(np.int64)
-    return tuple(np.concatenate(parts) for parts in (reached, states, left, before, depth))
+    depth = np.repeat(np.arange(len(left)), [len(part) for part in left])
+    return tuple(np.concatenate(parts) for parts in (reached, states, left, before)) + (depth,)
 
 
 def _cat(parts) -> np.ndarray:
