@@ -646,7 +646,7 @@ class _Builder:
             new_failed = failed | too_many | _unmet(alive, child_label)
             if product.can_reach(new_failed, label) and not child_label & set(must_fail):
                 after = (done, new_failed, min(count + 1, product.count_cap),
-                         used | product.repeat_matters(cell, new_failed, label) << cell if cell >= 0 else used, passed)
+                         used | product.repeat_matters(cell) << cell if cell >= 0 else used, passed)
                 alternatives.append((key, '":"', self.value(frozenset(ids), child_label),
                                      self._object_later(product, label, after)))
         return alternatives
@@ -1167,15 +1167,17 @@ class _ObjectProduct(_Product):
     # counted: a set failed by an earlier value, or failed or passed on the count
     # alone, may hold otherwise. State bit ``used`` marks a region that has a
     # member already where that could matter; a second member there is allowed
-    # only where it cannot change the label.
+    # only where it cannot change the label. ``used`` and the schemas a second
+    # value must fail are the same for every label, like the sets failed: they
+    # make the context of that value, which the parser meets before it learns
+    # the label (two contexts for one value there are a reduce/reduce conflict).
 
-    def repeat_matters(self, cell: int, failed: int, label: frozenset) -> bool:
-        """Whether a later member in ``cell`` could change the label (see above)."""
+    def repeat_matters(self, cell: int) -> bool:
+        """Whether a later member in ``cell`` could change a label (see above)."""
         if any(a.min_properties > 1 for a in self.sets):
             return True
         requirements = self.cells[cell].requirements
-        return any((r not in (TRUE, FALSE) or a.max_properties is not None) and self.can_reach(failed | 1 << k, label)
-                   for k, (r, a) in enumerate(zip(requirements, self.sets)))
+        return any(r not in (TRUE, FALSE) or a.max_properties is not None for r, a in zip(requirements, self.sets))
 
     def repeat_must_fail(self, state, cell: int, label: frozenset):
         """For another member in ``cell``: None where it could give ``label``
@@ -1188,7 +1190,7 @@ class _ObjectProduct(_Product):
         must_fail = []
         for k, atom in enumerate(self.sets):
             if failed >> k & 1:
-                if requirements[k] not in (TRUE, FALSE) and self._misleads(k, failed & ~(1 << k), label, True):
+                if requirements[k] not in (TRUE, FALSE) and self._misleads(k, failed & ~(1 << k), None, True):
                     must_fail.append(requirements[k])
             elif (count < atom.min_properties and self._misleads(k, failed, label, False)
                   or atom.max_properties is not None and self._misleads(k, failed, label, True)):
@@ -1197,7 +1199,8 @@ class _ObjectProduct(_Product):
 
     def _misleads(self, k: int, failed: int, label: frozenset, failure: bool) -> bool:
         """Whether a wrong result for set ``k`` (a failure if ``failure``, else a
-        pass) can give ``label`` where the right one would not, given ``failed``."""
+        pass) can give ``label`` (None: any label) where the right one would not,
+        given ``failed``."""
         key = (k, failed, label, failure)
         hit = self._misleading.get(key)
         if hit is None:
@@ -1206,7 +1209,7 @@ class _ObjectProduct(_Product):
             for mask in range(1 << len(free)):
                 results = sum(1 << free[j] for j in range(len(free)) if mask >> j & 1)
                 wrong, right = (results, results | 1 << k) if failure else (results | 1 << k, results)
-                if self.label(wrong) == label != self.label(right):
+                if self.label(wrong) != self.label(right) and label in (None, self.label(wrong)):
                     hit = True
                     break
             self._misleading[key] = hit

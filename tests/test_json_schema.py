@@ -358,6 +358,21 @@ def test_repeated_undeclared_names_never_pass_an_invalid_object(schema, text, va
     assert compiled(schema).matches(text) == valid_as_read
 
 
+def test_a_repeated_region_gives_its_values_one_context_whatever_the_label():
+    """Where a second member of a region must fail some schemas, which ones
+    does not depend on the label the object gets: the parser reads the value
+    before it learns that label, and two contexts for it were a reduce/reduce
+    conflict (a recursive anyOf over patternProperties, from MaskBench)."""
+    schema = {"$defs": {"P": {"type": "object", "anyOf": [
+        {"properties": {"r": {"type": "string"}}}, {"patternProperties": {"^/": {"$ref": "#/$defs/P"}}}]}},
+        "$ref": "#/$defs/P"}
+    grammar = compiled(schema)
+    for value in [{"r": "x"}, {"r": 1, "/a": {}, "/b": {"r": "y"}}, {"/a": 1, "r": "x"}, {"/a": {"r": 2}}]:
+        assert valid(schema, value) and accepts(grammar, value), value
+    for value in [{"r": 1, "/a": 1}, {"r": 1, "/a": {}, "/b": 2}, {"r": 1, "/a": {"r": 2, "/b": 3}}]:
+        assert not valid(schema, value) and not accepts(grammar, value), value
+
+
 def object_schemas(depth: int = 1):
     """Object schemas where repeated names could matter: counts, value schemas
     for undeclared names, and not / oneOf / anyOf over such schemas."""
