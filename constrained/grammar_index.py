@@ -668,10 +668,18 @@ def _narrow(dfa: DFA) -> bool:
 _BYTE_SETS: "weakref.WeakKeyDictionary[Vocabulary, np.ndarray]" = weakref.WeakKeyDictionary()
 
 
+_WITHIN: "weakref.WeakKeyDictionary[Vocabulary, dict]" = weakref.WeakKeyDictionary()
+
+
 def _tokens_within(alphabet: np.ndarray, vocab: Vocabulary) -> int:
-    """How many tokens use only bytes of ``alphabet`` (256 bools)."""
-    outside = ~np.packbits(alphabet, bitorder="little").view(np.uint64)
-    return int(((_byte_sets(vocab) & outside) == 0).all(axis=1).sum())
+    """How many tokens use only bytes of ``alphabet`` (256 bools); kept per
+    alphabet, which many terminals share (every byte but a quote ...)."""
+    packed = np.packbits(alphabet, bitorder="little")
+    counts = _WITHIN.setdefault(vocab, {})
+    key = packed.tobytes()
+    if key not in counts:
+        counts[key] = int(((_byte_sets(vocab) & ~packed.view(np.uint64)) == 0).all(axis=1).sum())
+    return counts[key]
 
 
 def _byte_sets(vocab: Vocabulary) -> np.ndarray:
