@@ -708,7 +708,10 @@ class _TerminalTokens:
     in one trie walk); a large one (a string of at most 64 characters has ~1,300
     states) gets a row per state on first use, since only the states a
     generation reaches are needed: walked beside the row of a state that loops
-    on most bytes where the DFA has one, else from a walk of the whole trie."""
+    on most bytes where the DFA has one, else from a walk of the whole trie. A
+    narrow one (no state lets in more than _NARROW_BYTES bytes: literals, enums)
+    keeps only the few tokens alive from each state it met, with their states
+    (``_sparse_row``), for ``known_next_state``."""
 
     def __init__(self, dfa: DFA, vocab: Vocabulary, key: str):
         self.dfa, self.vocab = dfa, vocab
@@ -735,7 +738,13 @@ class _TerminalTokens:
         if self.table is not None:
             return int(self.table[s, self.group[token]])
         row = self._rows.get(s)
-        return None if row is None else int(row[token])
+        if row is None:
+            return None
+        if self._narrow:
+            tokens, states = row
+            at = int(np.searchsorted(tokens, token))
+            return int(states[at]) if at < len(tokens) and tokens[at] == token else -1
+        return int(row[token])
 
     def _row(self, s: int) -> np.ndarray:
         """Per token, the state after it from s (-1: dead)."""
@@ -760,10 +769,8 @@ class _TerminalTokens:
     def _walked_row(self, s: int) -> np.ndarray:
         """``_row(s)`` from a walk of the vocabulary trie from s, a level at a time
         (each node once, where walking every token byte by byte would walk shared
-        prefixes again): below the nodes where s lives only, for a narrow DFA;
-        every node, cheaper than picking them, for one that keeps most alive."""
-        if self._narrow:
-            return self._pruned_row(s)
+        prefixes again): every node, cheaper than picking them, for a DFA that
+        keeps most alive."""
         trie, dead = self.vocab.trie, self.dfa.n_states
         parent, byte, bounds = trie.walk_arrays
         flat = self.trans.ravel()  # state * 256 + byte -> next state (DFAs stay far below 2**23 states)
@@ -781,12 +788,11 @@ class _TerminalTokens:
         row[row == dead] = -1
         return row
 
-    def _pruned_row(self, s: int) -> np.ndarray:
-        return self._row_of(*self._pruned_walk(s)[:2])
-
-    def _row_of(self, nodes: np.ndarray, states: np.ndarray) -> np.ndarray:
-        """The row where the tokens spelled at ``nodes`` reach ``states``, all others dead."""
-        return self._patched(np.full(self.vocab.size, -1, dtype=np.int32), nodes, states)
+    def _sparse_row(self, nodes: np.ndarray, states: np.ndarray) -> tuple:
+        """(the tokens spelled at ``nodes``, ascending; the state each reaches)."""
+        tokens, spelled = self.vocab.trie.tokens_at(nodes)
+        order = np.argsort(tokens)
+        return tokens[order], np.repeat(states, spelled)[order]
 
     def _pruned_walk(self, s: int):
         """The trie walked from s below the nodes where the DFA lives only: (those
@@ -855,8 +861,8 @@ class _TerminalTokens:
             entering = index.starting_with(alive_bytes)
             if self._narrow and self.table is None:  # few tokens live: one walk of them says it all
                 nodes, states, b_tok, b_off = self._pruned_walk(s)
-                self._keep_row(s, self._row_of(nodes, states))
-                stays = entering & index._pack_ids(self.vocab.trie.tokens_at(nodes)[0])
+                tokens, _ = self._keep_row(s, self._sparse_row(nodes, states))
+                stays = entering & index._pack_ids(tokens)
                 left = self._leaving_group(b_tok, b_off, index)
             else:
                 stays = entering & index._pack_bools(self.next_states(s) >= 0)

@@ -724,8 +724,15 @@ def test_token_rows_of_narrow_terminals(tokenizers):
         for j in range(matrix.shape[1]):
             expected = np.where(j < lengths, terminal.trans[expected, matrix[:, j]], expected)
         expected[(expected == dead) | (lengths == 0)] = -1
-        assert np.array_equal(terminal._row(s), expected), s
-    assert (terminal._row(0) >= 0).sum() > 1  # '"', '"t'
+        tokens, states = terminal._sparse_row(*terminal._pruned_walk(s)[:2])
+        row = np.full(vocab.size, -1)
+        row[tokens] = states
+        assert np.array_equal(row, expected), s
+        assert np.all(np.diff(tokens) > 0)
+        terminal._keep_row(s, (tokens, states))
+        for t in [*tokens[:3].tolist(), *np.flatnonzero(expected < 0)[:3].tolist()]:
+            assert terminal.known_next_state(s, t) == expected[t]
+    assert len(terminal._sparse_row(*terminal._pruned_walk(0)[:2])[0]) > 1  # '"', '"t'
 
 
 def test_token_rows_walked_beside_a_reference_state(tokenizers):
