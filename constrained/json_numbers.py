@@ -11,9 +11,9 @@ Which texts are accepted:
   when its value is within the bounds. Other exponent forms (``12e3``,
   ``0.5e1``) are left out: comparing them with a bound means comparing the
   count of digits with the exponent, which no automaton can do.
-- With multipleOf: plain decimals only (``multipleOf: 0.01`` means at most two
+- With multipleOf: plain decimals (``multipleOf: 0.01`` means at most two
   non-zero digits after the point; an integer ``p`` adds a remainder-mod-p
-  automaton over the digits).
+  automaton over the digits) and zero with any exponent.
 - integer() accepts integer-valued texts, as JSON Schema defines integers: a
   zero fraction (``1.0``) is an integer. Exponent forms are accepted when they
   are integers whatever their digits: an integer (with a zero fraction or
@@ -21,6 +21,13 @@ Which texts are accepted:
   only), and zero with any exponent. Left out: ``1.5e+16`` (an integer only
   because the exponent outnumbers the fraction's digits: counting again) and
   ``100e-2``.
+
+DECIDED: the texts on which all of the above is exact (plain decimals and zero
+with any exponent), so that a language's complement among them is exact too:
+json_schema_rules takes the values that must fail a number constraint (not,
+oneOf, a label that leaves a schema out) among these only. ``10e-1`` is 1, an
+integer that integer() leaves out; outside DECIDED, "not an integer" cannot
+be told from "not written the way integer() reads".
 
 Bounds may be int, float or Decimal; a float is read as the shortest decimal
 that prints as it (``0.1`` is 0.1, as it was written in the schema).
@@ -31,7 +38,7 @@ from functools import lru_cache, reduce
 
 import numpy as np
 
-from .dfa import MAX_STATES, DFA, empty, from_regex, intersect, minimize
+from .dfa import MAX_STATES, DFA, empty, from_regex, intersect, minimize, union
 from .errors import ConstrainedError
 
 _INT = "(?:0|[1-9][0-9]*)"
@@ -42,6 +49,7 @@ PLAIN_INTEGER = f"-?{_INT}"
 _PLAIN = f"{_INT}{_FRACTION}"
 _SCIENTIFIC = f"[1-9]{_FRACTION}{_EXPONENT}"
 _ZERO_EXPONENT = rf"0(?:\.0+)?{_EXPONENT}"
+DECIDED = f"-?(?:{_PLAIN}|{_ZERO_EXPONENT})"
 
 
 def _alternatives(*parts) -> str | None:
@@ -282,7 +290,8 @@ def _multiple_of(q) -> DFA:
         accepting[fraction[j]] = r * 10 ** (s - j) % p == 0
     accepting[zeros] = r == 0
     dfa = minimize(transitions, accepting)
-    return empty() if dfa is None else dfa
+    zero = from_regex(f"-?{_ZERO_EXPONENT}")  # 0 is a multiple of every q, however it is written
+    return zero if dfa is None else union(dfa, zero)
 
 
 def number(minimum=None, maximum=None, exclusive_minimum=None, exclusive_maximum=None, multiple_of=None) -> DFA:

@@ -54,7 +54,7 @@ the lexer pick a terminal that is wrong for the stack at hand.
 
 import json
 import math
-from functools import lru_cache
+from functools import lru_cache, reduce
 
 import numpy as np
 
@@ -79,10 +79,21 @@ MAX_LATE_KEYS = 6  # keys passed over that may still come late in one object, tr
 
 @lru_cache(maxsize=None)
 def _universe():
-    """(all JSON scalars, all JSON strings, all other scalars) as DFAs."""
+    """(all JSON scalars, all JSON strings, all other scalars) as DFAs, among
+    which complements are taken: numbers only as json_numbers.DECIDED spells
+    them, on which every number language is exact."""
     strings = json_strings.string()
-    others = dfa.union(dfa.literal(b"null"), dfa.literal(b"true"), dfa.literal(b"false"), json_numbers.number())
+    numbers = dfa.from_regex(json_numbers.DECIDED)
+    others = dfa.union(dfa.literal(b"null"), dfa.literal(b"true"), dfa.literal(b"false"), numbers)
     return dfa.union(others, strings), strings, others
+
+
+@lru_cache(maxsize=None)
+def _every_spelling():
+    """(all JSON scalars, all but strings) spelled any way, numbers too: for
+    values no schema constrains, and caps, which never need a complement."""
+    others = dfa.union(dfa.literal(b"null"), dfa.literal(b"true"), dfa.literal(b"false"), json_numbers.number())
+    return dfa.union(others, json_strings.string()), others
 
 
 @lru_cache(maxsize=256)
@@ -114,11 +125,12 @@ def _and(a, b):
 
 
 def _minus(a, b):
+    """The texts of a not in b, among the universe's (whose numbers b decides)."""
     if a is None or b is ANY:
         return None
     if b is None:
         return a
-    return _nonempty(dfa.difference(_universe()[0] if a is ANY else a, b))
+    return _nonempty(dfa.difference(_universe()[0] if a is ANY else dfa.intersect(a, _universe()[0]), b))
 
 
 def _or(parts):
@@ -185,9 +197,9 @@ def _cap_node(schemas: Schemas, max_string_length: int | None, max_items: int | 
         if max_string_length is not None:
             cap.string_lengths = (0, max_string_length)
             if cap.long_string:  # counted by rules, as a long maxLength is
-                cap.scalar = _universe()[2]
+                cap.scalar = _every_spelling()[1]
             else:
-                cap.scalar = dfa.union(_universe()[2], json_strings.string(max_length=max_string_length))
+                cap.scalar = dfa.union(_every_spelling()[1], json_strings.string(max_length=max_string_length))
         if max_items is not None:
             cap.arr = ArrayAtom(max_items=max_items, pointer=cap.pointer)
         return cap
@@ -289,7 +301,7 @@ class _Builder:
         lengths = self.length_split(context)
         region = self.scalar_region(context, label, nonstring=lengths is not None)
         if region is not None:
-            alternatives.append((self.terminal(_universe()[0] if region is ANY else region, "SCALAR"),))
+            alternatives.append((self.terminal(_every_spelling()[0] if region is ANY else region, "SCALAR"),))
         if lengths is not None and lengths.get(label):
             opening = self.terminal(dfa.literal(b'"'), "OPEN")
             self.glued.add(opening)
@@ -325,7 +337,7 @@ class _Builder:
 
     def _combined_scalar(self, node, nonstring: bool):
         if nonstring:
-            language = _and(node.scalar, _universe()[2])
+            language = _and(node.scalar, _every_spelling()[1])
         elif node.long_string is not None:
             language = _or([node.scalar, self._long_string_dfa(node)])
         else:
@@ -355,10 +367,14 @@ class _Builder:
 
     def scalar_region(self, context, label, nonstring: bool = False):
         """The DFA of the scalars whose label in ``context`` is ``label`` (ANY: all), or None."""
+        if not context:  # no schema: every scalar, however spelled
+            return _every_spelling()[1] if nonstring else ANY
         if len(context) == 1:  # the common case, without a product
             (i,) = context
             language = self.scalar(i, nonstring)
             return language if label else _minus(_universe()[2] if nonstring else ANY, language)
+        if label == context:  # every schema holds: no complement is taken, so every spelling they share
+            return reduce(_and, [self.scalar(i, nonstring) for i in sorted(context)])
         return self.partition(context, nonstring).region(label)
 
     # Long strings: '"', chunks of LONG_CHUNK code points, a shorter tail, '"'.
@@ -549,8 +565,14 @@ class _Builder:
         hit = self._partitions.get((context, nonstring))
         if hit is None:
             nodes = sorted(context)
-            hit = self._partitions[(context, nonstring)] = _Partition(
-                nodes, [self.scalar(i, nonstring) for i in nodes], _universe()[2] if nonstring else None)
+            try:
+                hit = _Partition(nodes, [self.scalar(i, nonstring) for i in nodes],
+                                 _universe()[2] if nonstring else None)
+            except ConstrainedError as e:
+                places = [where(self.schemas.node(i).pointer) for i in nodes]
+                raise ConstrainedError(f"{e} at {places[0]}" + (f" (with {', '.join(places[1:4])})" if places[1:] else "")
+                                       + ": simplify the scalar constraints that apply to one value there") from None
+            self._partitions[(context, nonstring)] = hit
         return hit
 
     # Objects: "{" then members, each with a declared key (one not done yet; in
@@ -851,8 +873,8 @@ class _Partition:
                         fresh.append(column)
                     targets[u] = ids[key]
             if len(ids) > dfa.MAX_STATES:
-                raise ConstrainedError("the schema is too complex to compile: the scalar languages combined at one "
-                                       f"place exceed {dfa.MAX_STATES} automaton states")
+                raise ConstrainedError(f"the schema is too complex to compile: the scalar languages combined "
+                                       f"exceed {dfa.MAX_STATES} automaton states")
             rows.append(targets[inverse.ravel()].reshape(len(layer), -1))
             layer = np.array(fresh, dtype=np.int64).reshape(-1, len(dfas))
             states.extend(layer)

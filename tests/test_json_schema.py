@@ -19,6 +19,7 @@ from constrained.json_schema import json_schema
 from constrained.json_schema_rules import ORDER_STATES, _key_chains
 
 from conftest import encode_exact
+from schema_checks import exact_float
 
 DRAFT4 = "http://json-schema.org/draft-04/schema#"
 DRAFT7 = "http://json-schema.org/draft-07/schema#"
@@ -299,6 +300,27 @@ def test_interleaved_property_orders():
         assert any([name for name in chain if name[0] == k] == [f"{k}{i}" for i in range(3)] for chain in chains)
     merged = compiled({"allOf": [{"properties": dict(atom.properties)} for atom in atoms]})
     assert accepts(merged, {f"{k}{i}": 0 for k in "pqrs" for i in range(3)})
+
+
+SPELLINGS = ["1.5e+16", "10e-1", "1e2", "12e3", "0.5e1", "1e-07", "-2E+1", "0e5", "-0.0e-3", "2.0", "3", "2.5"]
+
+
+@pytest.mark.parametrize("schema", [
+    {"not": {"type": "integer"}}, {"not": {"multipleOf": 2}}, {"not": {"minimum": 5}}, {"not": {"enum": [1, 100]}},
+    {"oneOf": [{"type": "integer"}, {"minimum": 0}]}, {"type": "number", "not": {"type": "integer"}},
+    {"anyOf": [{"type": "integer", "maximum": 10}, {"type": "string"}]}, {"multipleOf": 0.5}, {"type": "integer"}])
+def test_number_spellings_only_where_their_value_is_decided(schema):
+    """Number languages read exponent forms only in part (12e3 against a bound,
+    1.5e+16 as an integer): a value that must fail one of them is taken among
+    plain decimals (and zero with any exponent) only, on which they are exact.
+    Where nothing constrains a number, every spelling goes."""
+    grammar = compiled(schema)
+    for text in SPELLINGS:
+        if grammar.matches(text):
+            assert valid(schema, json.loads(text, parse_float=exact_float)), text
+    assert all(compiled({}).matches(text) for text in SPELLINGS)
+    assert all(compiled({"type": "number"}).matches(text) for text in SPELLINGS)
+    assert compiled({"multipleOf": 3}).matches("0e5")
 
 
 def test_a_key_only_some_alternatives_declare_may_come_late():
