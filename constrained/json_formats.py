@@ -172,6 +172,20 @@ FORMATS = {
     "relative-json-pointer": RELATIVE_JSON_POINTER,
     "uri-template": URI_TEMPLATE,
 }
+# Where a regex above is a subset of what its format (or the checker) allows: a regex over
+# every string on which it may be wrong. A value that must fail the format (not, oneOf, ...)
+# is never one of these (json_schema_rules._universe), so that its verdict is exact.
+UNDECIDED = {
+    "date": r"0000-.*",  # year 0000
+    "time": r"[0-9]{2}:[0-9]{2}:60.*",  # leap seconds
+    "date-time": r"0000-.*|.*[Tt][0-9]{2}:[0-9]{2}:60.*",
+    "hostname": r"(?:[^.]*\.){3}.*|(?:.*\.)?[^.]{2}--.*|.*\.",  # 4 labels or more, A-labels, a trailing dot
+    "email": r".*@.*",  # the checker asks for an "@" only
+    "relative-json-pointer": r"[0-9+-].*",
+    "uri-template": r".*[{%].*",
+    "iri": r".*[\U00010000-\U0010FFFF].*",  # outside the Basic Multilingual Plane
+    "iri-reference": r".*[\U00010000-\U0010FFFF].*",
+}
 _NOT_REGULAR = {
     "regex": "the language of ECMA-262 regular expressions is not regular (nested parentheses)",
     "idn-hostname": "IDNA2008's rules (contextual code points, bidi) are not supported",

@@ -297,6 +297,9 @@ class Schemas:
         self.unused = self._unused_keywords(declared)
         self.skipped: list[str] = []
         self.ignored: set[str] = set()
+        # Every format the documents name, known before any node is read: complements are taken among
+        # the strings on which all of them are exact (json_schema_rules._universe).
+        self.formats = frozenset(_named_formats([document, *dict(documents or {}).values()]))
         self.nodes: list = [Node("true"), Node("false", scalar=None, obj=None, arr=None)]
         self._ids: dict = {}  # ("schema", location, dynamic scope) or synthetic key -> id
         self._todo: dict = {}  # id -> (location, dynamic scope) not normalised yet
@@ -759,6 +762,17 @@ def _number_language(integer: bool, digits_only: bool, **args):
     if digits_only:
         language = dfa.intersect(language, dfa.from_regex(json_numbers.PLAIN_INTEGER))
     return _nonempty(language)
+
+
+def _named_formats(value):
+    """The string values of every "format" key in a JSON document."""
+    if isinstance(value, dict):
+        if isinstance(value.get("format"), str):
+            yield value["format"]
+        value = list(value.values())
+    if isinstance(value, list):
+        for item in value:
+            yield from _named_formats(item)
 
 
 @lru_cache(maxsize=16384, typed=True)  # typed: 1, 1.0 and True are different literals

@@ -58,7 +58,7 @@ from functools import lru_cache, reduce
 
 import numpy as np
 
-from . import dfa, json_numbers, json_strings
+from . import dfa, json_formats, json_numbers, json_strings
 from .errors import ConstrainedError
 from .json_references import where
 from .json_schema import ANY, FALSE, TRUE, ArrayAtom, Node, Schemas, scalar_literal
@@ -77,12 +77,16 @@ ORDER_STATES = 64  # sets of declared keys done that interleaved key orders may 
 MAX_LATE_KEYS = 6  # keys passed over that may still come late in one object, tracked as bits (_late_keys)
 
 
-@lru_cache(maxsize=None)
-def _universe():
+@lru_cache(maxsize=64)
+def _universe(formats: frozenset = frozenset()):
     """(all JSON scalars, all JSON strings, all other scalars) as DFAs, among
     which complements are taken: numbers only as json_numbers.DECIDED spells
-    them, on which every number language is exact."""
+    them, on which every number language is exact, and no string on which the
+    regex of one of ``formats`` may be wrong (json_formats.UNDECIDED)."""
     strings = json_strings.string()
+    undecided = [json_strings.matching(json_formats.UNDECIDED[f]) for f in sorted(formats & json_formats.UNDECIDED.keys())]
+    if undecided:
+        strings = dfa.difference(strings, dfa.union(*undecided))
     numbers = dfa.from_regex(json_numbers.DECIDED)
     others = dfa.union(dfa.literal(b"null"), dfa.literal(b"true"), dfa.literal(b"false"), numbers)
     return dfa.union(others, strings), strings, others
@@ -124,13 +128,13 @@ def _and(a, b):
     return a if a is b else _nonempty(dfa.intersect(a, b))
 
 
-def _minus(a, b):
-    """The texts of a not in b, among the universe's (whose numbers b decides)."""
+def _minus(a, b, universe):
+    """The texts of a not in b, among the ``universe`` (_universe) on which b is exact."""
     if a is None or b is ANY:
         return None
     if b is None:
         return a
-    return _nonempty(dfa.difference(_universe()[0] if a is ANY else dfa.intersect(a, _universe()[0]), b))
+    return _nonempty(dfa.difference(universe[0] if a is ANY else dfa.intersect(a, universe[0]), b))
 
 
 def _or(parts):
@@ -210,6 +214,7 @@ class _Builder:
     def __init__(self, schemas: Schemas, strict: bool, any_order: bool, caps: tuple = (None, None),
                  order_states: int = ORDER_STATES):
         self.schemas = schemas
+        self.universe = _universe(schemas.formats)  # where complements are taken
         self.strict = strict
         self.any_order = any_order
         self.order_states = order_states  # see _key_chains
@@ -348,10 +353,10 @@ class _Builder:
             language = _and(language, _or([self.scalar(j, nonstring) for j in group]))
         for group in node.one_of:
             parts = [self.scalar(j, nonstring) for j in group]
-            exactly_one = [_minus(p, _or(parts[:k] + parts[k + 1:])) for k, p in enumerate(parts)]
+            exactly_one = [_minus(p, _or(parts[:k] + parts[k + 1:]), self.universe) for k, p in enumerate(parts)]
             language = _and(language, _or(exactly_one))
         for j in node.not_:
-            language = _minus(language, self.scalar(j, nonstring))
+            language = _minus(language, self.scalar(j, nonstring), self.universe)
         return language
 
     def _long_string_dfa(self, node):
@@ -372,7 +377,7 @@ class _Builder:
         if len(context) == 1:  # the common case, without a product
             (i,) = context
             language = self.scalar(i, nonstring)
-            return language if label else _minus(_universe()[2] if nonstring else ANY, language)
+            return language if label else _minus(self.universe[2] if nonstring else ANY, language, self.universe)
         if label == context:  # every schema holds: no complement is taken, so every spelling they share
             return reduce(_and, [self.scalar(i, nonstring) for i in sorted(context)])
         return self.partition(context, nonstring).region(label)
@@ -498,7 +503,8 @@ class _Builder:
         candidates = [True, False, None] + [v for j in self.closure({i}) for v in self.schemas.node(j).values]
         found = {_equality_key(v): v for v in candidates
                  if language.matches(json.dumps(v, ensure_ascii=False).encode())}
-        if len(found) > MAX_UNIQUE or _minus(language, _or([scalar_literal(v) for v in found.values()])) is not None:
+        others = _nonempty(dfa.difference(language, _or([scalar_literal(v) for v in found.values()]))) if found else language
+        if len(found) > MAX_UNIQUE or others is not None:
             return None
         return found
 
@@ -567,7 +573,7 @@ class _Builder:
             nodes = sorted(context)
             try:
                 hit = _Partition(nodes, [self.scalar(i, nonstring) for i in nodes],
-                                 _universe()[2] if nonstring else None)
+                                 self.universe[2] if nonstring else self.universe[0])
             except ConstrainedError as e:
                 places = [where(self.schemas.node(i).pointer) for i in nodes]
                 raise ConstrainedError(f"{e} at {places[0]}" + (f" (with {', '.join(places[1:4])})" if places[1:] else "")
@@ -838,9 +844,8 @@ class _Partition:
     languages (``nodes`` names them) its texts belong to: one product automaton
     of all of them, and a minimal DFA per label on demand."""
 
-    def __init__(self, nodes: list, languages: list, universe=None):
+    def __init__(self, nodes: list, languages: list, universe):
         self.nodes = nodes
-        universe = _universe()[0] if universe is None else universe
         dfas = [universe] + [universe if language is ANY else language for language in languages if language is not None]
         self.bits = [k for k, language in enumerate(languages) if language is not None]  # column -> node index
         self.never = {nodes[k] for k, language in enumerate(languages) if language is None}

@@ -291,6 +291,12 @@ def string(
         ) from None
 
 
+def matching(regex: str, *, escapes: str = "any") -> DFA:
+    """The JSON texts of the strings that fully match ``regex`` (Python syntax,
+    code points)."""
+    return _quoted(_content(regex, _encoding(escapes), f"regex {regex!r}"))
+
+
 def string_literal(value: str, *, escapes: str = "any") -> DFA:
     """The JSON texts of exactly ``value``."""
     return enum_strings([value], escapes=escapes)

@@ -323,6 +323,23 @@ def test_number_spellings_only_where_their_value_is_decided(schema):
     assert compiled({"multipleOf": 3}).matches("0e5")
 
 
+@pytest.mark.parametrize("schema, texts", [
+    ({"not": {"format": "hostname"}}, ["a.b.c.d.e", "a.b.", "ab--c", "-x", "a b"]),
+    ({"not": {"format": "date-time"}}, ["1998-12-31T15:59:60.123-08:00", "0000-01-01T00:00:00Z", "x"]),
+    ({"not": {"format": "email"}}, ["a@@b", "@", "ab"]),
+    ({"oneOf": [{"format": "hostname"}, {"maxLength": 3}]}, ["a.b.c.d.e", "-x", "abcd"]),
+])
+def test_formats_are_negated_only_where_their_regex_is_exact(schema, texts):
+    """A format's regex may be a subset of the format (hostnames of at most 4
+    labels; leap seconds in UTC only): a value that must fail the format is
+    never one of the strings on which the regex may be wrong."""
+    grammar = compiled(schema)
+    for text in texts:
+        if accepts(grammar, text):
+            assert valid(schema, text), text
+    assert accepts(grammar, texts[-1])
+
+
 def test_a_key_only_some_alternatives_declare_may_come_late():
     """Under anyOf/oneOf, a key one alternative declares may follow keys that
     alternative lists after it, where another leaves it undeclared: the instance
