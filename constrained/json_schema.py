@@ -180,6 +180,7 @@ class Node:
     not_: tuple = ()  # node ids that must not hold
     values: tuple = ()  # the scalar values its enum / const lists
     string_lengths: tuple | None = None  # (minLength, maxLength or None) where only lengths restrict its strings
+    format: str | None = None  # the format its strings meet
 
     @property
     def long_string(self) -> tuple | None:
@@ -297,9 +298,6 @@ class Schemas:
         self.unused = self._unused_keywords(declared)
         self.skipped: list[str] = []
         self.ignored: set[str] = set()
-        # Every format the documents name, known before any node is read: complements are taken among
-        # the strings on which all of them are exact (json_schema_rules._universe).
-        self.formats = frozenset(_named_formats([document, *dict(documents or {}).values()]))
         self.nodes: list = [Node("true"), Node("false", scalar=None, obj=None, arr=None)]
         self._ids: dict = {}  # ("schema", location, dynamic scope) or synthetic key -> id
         self._todo: dict = {}  # id -> (location, dynamic scope) not normalised yet
@@ -542,6 +540,7 @@ class Schemas:
                 args[key] = schema[key]
         if args.get("format") not in (None,) + SPEC_FORMATS:  # a custom format only annotates
             self.ignored.add(f"format {args.pop('format')!r} at {where(pointer)}")
+        node.format = args.get("format")
         if set(args) <= {"min_length", "max_length"}:
             node.string_lengths = args.get("min_length", 0), args.get("max_length")
             if node.long_string:
@@ -762,17 +761,6 @@ def _number_language(integer: bool, digits_only: bool, **args):
     if digits_only:
         language = dfa.intersect(language, dfa.from_regex(json_numbers.PLAIN_INTEGER))
     return _nonempty(language)
-
-
-def _named_formats(value):
-    """The string values of every "format" key in a JSON document."""
-    if isinstance(value, dict):
-        if isinstance(value.get("format"), str):
-            yield value["format"]
-        value = list(value.values())
-    if isinstance(value, list):
-        for item in value:
-            yield from _named_formats(item)
 
 
 @lru_cache(maxsize=16384, typed=True)  # typed: 1, 1.0 and True are different literals

@@ -77,16 +77,12 @@ ORDER_STATES = 64  # sets of declared keys done that interleaved key orders may 
 MAX_LATE_KEYS = 6  # keys passed over that may still come late in one object, tracked as bits (_late_keys)
 
 
-@lru_cache(maxsize=64)
-def _universe(formats: frozenset = frozenset()):
+@lru_cache(maxsize=None)
+def _universe():
     """(all JSON scalars, all JSON strings, all other scalars) as DFAs, among
     which complements are taken: numbers only as json_numbers.DECIDED spells
-    them, on which every number language is exact, and no string on which the
-    regex of one of ``formats`` may be wrong (json_formats.UNDECIDED)."""
+    them, on which every number language is exact."""
     strings = json_strings.string()
-    undecided = [json_strings.matching(json_formats.UNDECIDED[f]) for f in sorted(formats & json_formats.UNDECIDED.keys())]
-    if undecided:
-        strings = dfa.difference(strings, dfa.union(*undecided))
     numbers = dfa.from_regex(json_numbers.DECIDED)
     others = dfa.union(dfa.literal(b"null"), dfa.literal(b"true"), dfa.literal(b"false"), numbers)
     return dfa.union(others, strings), strings, others
@@ -128,13 +124,23 @@ def _and(a, b):
     return a if a is b else _nonempty(dfa.intersect(a, b))
 
 
-def _minus(a, b, universe):
-    """The texts of a not in b, among the ``universe`` (_universe) on which b is exact."""
+def _minus(a, b, undecided=None):
+    """The texts of a not in b, among the universe's (_universe) and outside
+    ``undecided``: the strings on which b's formats may be wrong."""
     if a is None or b is ANY:
         return None
     if b is None:
         return a
-    return _nonempty(dfa.difference(universe[0] if a is ANY else dfa.intersect(a, universe[0]), b))
+    a = _universe()[0] if a is ANY else dfa.intersect(a, _universe()[0])
+    return _nonempty(dfa.difference(a, b if undecided is None else dfa.union(b, undecided)))
+
+
+@lru_cache(maxsize=64)
+def _undecided_strings(formats: frozenset):
+    """The JSON strings on which the automaton of one of ``formats`` may be wrong
+    (json_formats.UNDECIDED), or None."""
+    parts = [json_strings.matching(json_formats.UNDECIDED[f]) for f in sorted(formats & json_formats.UNDECIDED.keys())]
+    return dfa.union(*parts) if parts else None
 
 
 def _or(parts):
@@ -214,7 +220,6 @@ class _Builder:
     def __init__(self, schemas: Schemas, strict: bool, any_order: bool, caps: tuple = (None, None),
                  order_states: int = ORDER_STATES):
         self.schemas = schemas
-        self.universe = _universe(schemas.formats)  # where complements are taken
         self.strict = strict
         self.any_order = any_order
         self.order_states = order_states  # see _key_chains
@@ -353,10 +358,11 @@ class _Builder:
             language = _and(language, _or([self.scalar(j, nonstring) for j in group]))
         for group in node.one_of:
             parts = [self.scalar(j, nonstring) for j in group]
-            exactly_one = [_minus(p, _or(parts[:k] + parts[k + 1:]), self.universe) for k, p in enumerate(parts)]
+            exactly_one = [_minus(p, _or(parts[:k] + parts[k + 1:]), self.undecided(group[:k] + group[k + 1:]))
+                           for k, p in enumerate(parts)]
             language = _and(language, _or(exactly_one))
         for j in node.not_:
-            language = _minus(language, self.scalar(j, nonstring), self.universe)
+            language = _minus(language, self.scalar(j, nonstring), self.undecided([j]))
         return language
 
     def _long_string_dfa(self, node):
@@ -377,7 +383,7 @@ class _Builder:
         if len(context) == 1:  # the common case, without a product
             (i,) = context
             language = self.scalar(i, nonstring)
-            return language if label else _minus(self.universe[2] if nonstring else ANY, language, self.universe)
+            return language if label else _minus(_universe()[2] if nonstring else ANY, language, self.undecided(context))
         if label == context:  # every schema holds: no complement is taken, so every spelling they share
             return reduce(_and, [self.scalar(i, nonstring) for i in sorted(context)])
         return self.partition(context, nonstring).region(label)
@@ -491,6 +497,13 @@ class _Builder:
             return symbols
         return (self._rule(("run", unit.key, spans), "count", lambda: [symbols]),)
 
+    def undecided(self, nodes) -> object:
+        """The strings on which the scalar languages of ``nodes`` may be wrong
+        (formats their closure meets, json_formats.UNDECIDED), or None: a value
+        that must fail them is never one of these."""
+        formats = frozenset(self.schemas.node(j).format for j in self.closure(set(nodes))) - {None}
+        return _undecided_strings(formats)
+
     def finite_values(self, i: int):
         """The values node ``i`` allows, {JSON-equality key: value}, when they are
         a few scalars; else None."""
@@ -572,8 +585,8 @@ class _Builder:
         if hit is None:
             nodes = sorted(context)
             try:
-                hit = _Partition(nodes, [self.scalar(i, nonstring) for i in nodes],
-                                 self.universe[2] if nonstring else self.universe[0])
+                hit = _Partition(nodes, [self.scalar(i, nonstring) for i in nodes], [self.undecided([i]) for i in nodes],
+                                 _universe()[2] if nonstring else _universe()[0])
             except ConstrainedError as e:
                 places = [where(self.schemas.node(i).pointer) for i in nodes]
                 raise ConstrainedError(f"{e} at {places[0]}" + (f" (with {', '.join(places[1:4])})" if places[1:] else "")
@@ -842,12 +855,17 @@ def _equality_key(value):
 class _Partition:
     """A universe (the scalars, or the non-string ones) split by which of some
     languages (``nodes`` names them) its texts belong to: one product automaton
-    of all of them, and a minimal DFA per label on demand."""
+    of all of them, and a minimal DFA per label on demand. A label's texts lie
+    outside the ``undecided`` strings of each node the label leaves out."""
 
-    def __init__(self, nodes: list, languages: list, universe):
+    def __init__(self, nodes: list, languages: list, undecided: list, universe):
         self.nodes = nodes
         dfas = [universe] + [universe if language is ANY else language for language in languages if language is not None]
         self.bits = [k for k, language in enumerate(languages) if language is not None]  # column -> node index
+        # Then the strings each node's language may be wrong on (one column per distinct set).
+        distinct = list(dict.fromkeys(u for k, u in enumerate(undecided) if u is not None and k in self.bits))
+        self.undecided_of = {k: distinct.index(u) for k, u in enumerate(undecided) if u is not None and k in self.bits}
+        dfas += distinct
         self.never = {nodes[k] for k, language in enumerate(languages) if language is None}
         # Breadth-first over tuples of states, a whole layer at a time, on byte
         # classes no DFA tells apart; -1 is dead.
@@ -890,7 +908,8 @@ class _Partition:
             live = comps[:, k] >= 0
             member[live, k] = d.accepting[comps[live, k]]
         self.accepting = member[:, 0]
-        self.member = member[:, 1:]
+        self.member = member[:, 1:1 + len(self.bits)]
+        self._maybe = member[:, 1 + len(self.bits):]  # in the undecided columns
         self._regions: dict = {}
 
     def _label(self, row) -> frozenset:
@@ -905,6 +924,9 @@ class _Partition:
         if label not in self._regions:
             wanted = np.array([self.nodes[k] in label for k in self.bits], dtype=bool)
             accepting = self.accepting & (self.member == wanted).all(axis=1)
+            for k in self.bits:  # a text that must fail a node's language: not one it may be wrong on
+                if self.nodes[k] not in label and k in self.undecided_of:
+                    accepting &= ~self._maybe[:, self.undecided_of[k]]
             self._regions[label] = dfa.minimize(self.transitions, accepting) if accepting.any() else None
         return self._regions[label]
 
