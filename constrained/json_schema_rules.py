@@ -385,8 +385,17 @@ class _Builder:
             language = self.scalar(i, nonstring)
             return language if label else _minus(_universe()[2] if nonstring else ANY, language, self.undecided(context))
         if label == context:  # every schema holds: no complement is taken, so every spelling they share
-            return reduce(_and, [self.scalar(i, nonstring) for i in sorted(context)])
+            try:
+                return reduce(_and, [self.scalar(i, nonstring) for i in sorted(context)])
+            except ConstrainedError as e:
+                raise self._placed(e, sorted(context)) from None
         return self.partition(context, nonstring).region(label)
+
+    def _placed(self, error: ConstrainedError, nodes: list) -> ConstrainedError:
+        """``error`` (a budget) with the pointers of the ``nodes`` whose scalars it combined."""
+        places = [where(self.schemas.node(i).pointer) for i in nodes]
+        return ConstrainedError(f"{error} at {places[0]}" + (f" (with {', '.join(places[1:4])})" if places[1:] else "")
+                                + ": simplify the scalar constraints that apply to one value there")
 
     # Long strings: '"', chunks of LONG_CHUNK code points, a shorter tail, '"'.
 
@@ -588,9 +597,7 @@ class _Builder:
                 hit = _Partition(nodes, [self.scalar(i, nonstring) for i in nodes], [self.undecided([i]) for i in nodes],
                                  _universe()[2] if nonstring else _universe()[0])
             except ConstrainedError as e:
-                places = [where(self.schemas.node(i).pointer) for i in nodes]
-                raise ConstrainedError(f"{e} at {places[0]}" + (f" (with {', '.join(places[1:4])})" if places[1:] else "")
-                                       + ": simplify the scalar constraints that apply to one value there") from None
+                raise self._placed(e, nodes) from None
             self._partitions[(context, nonstring)] = hit
         return hit
 
@@ -679,7 +686,9 @@ class _Builder:
         ``must_fail``: schemas its value may not satisfy."""
         _, failed, count, used, passed = state
         alive = [(k, r) for k, r in enumerate(requirements) if not failed >> k & 1]
-        ids = self._children([r for _, r in alive], must_fail)
+        failed_before = ([r for k, r in enumerate(requirements) if failed >> k & 1]
+                         if cell >= 0 and product.repeatable(cell) else [])
+        ids = self._children([r for _, r in alive], failed_before)  # (see _ObjectProduct.repeat_matters)
         key = self.terminal(key_language, "KEY")
         too_many = product.count_failures(count + 1)
         alternatives = []
@@ -687,7 +696,7 @@ class _Builder:
             new_failed = failed | too_many | _unmet(alive, child_label)
             if product.can_reach(new_failed, label) and not child_label & set(must_fail):
                 after = (done, new_failed, min(count + 1, product.count_cap),
-                         used | product.repeat_matters(cell) << cell if cell >= 0 else used, passed)
+                         used | product.repeat_matters(cell, new_failed, label) << cell if cell >= 0 else used, passed)
                 alternatives.append((key, '":"', self.value(frozenset(ids), child_label),
                                      self._object_later(product, label, after)))
         return alternatives
@@ -1216,17 +1225,24 @@ class _ObjectProduct(_Product):
     # counted: a set failed by an earlier value, or failed or passed on the count
     # alone, may hold otherwise. State bit ``used`` marks a region that has a
     # member already where that could matter; a second member there is allowed
-    # only where it cannot change the label. ``used`` and the schemas a second
-    # value must fail are the same for every label, like the sets failed: they
-    # make the context of that value, which the parser meets before it learns
-    # the label (two contexts for one value there are a reduce/reduce conflict).
+    # only where it cannot change the label. The schemas its value must then
+    # fail depend on the label, which the parser learns only after the value:
+    # so the value's context holds the requirements of every set failed so far
+    # whatever the label (two contexts for one value would be a reduce/reduce
+    # conflict), and each label keeps the value's labels that fail them.
 
-    def repeat_matters(self, cell: int) -> bool:
-        """Whether a later member in ``cell`` could change a label (see above)."""
+    def repeatable(self, cell: int) -> bool:
+        """Whether a repeated name in ``cell`` could ever change a label."""
+        return any(a.min_properties > 1 or r not in (TRUE, FALSE) or a.max_properties is not None
+                   for r, a in zip(self.cells[cell].requirements, self.sets))
+
+    def repeat_matters(self, cell: int, failed: int, label: frozenset) -> bool:
+        """Whether a later member in ``cell`` could change the label (see above)."""
         if any(a.min_properties > 1 for a in self.sets):
             return True
         requirements = self.cells[cell].requirements
-        return any(r not in (TRUE, FALSE) or a.max_properties is not None for r, a in zip(requirements, self.sets))
+        return any((r not in (TRUE, FALSE) or a.max_properties is not None) and self.can_reach(failed | 1 << k, label)
+                   for k, (r, a) in enumerate(zip(requirements, self.sets)))
 
     def repeat_must_fail(self, state, cell: int, label: frozenset):
         """For another member in ``cell``: None where it could give ``label``
@@ -1239,7 +1255,7 @@ class _ObjectProduct(_Product):
         must_fail = []
         for k, atom in enumerate(self.sets):
             if failed >> k & 1:
-                if requirements[k] not in (TRUE, FALSE) and self._misleads(k, failed & ~(1 << k), None, True):
+                if requirements[k] not in (TRUE, FALSE) and self._misleads(k, failed & ~(1 << k), label, True):
                     must_fail.append(requirements[k])
             elif (count < atom.min_properties and self._misleads(k, failed, label, False)
                   or atom.max_properties is not None and self._misleads(k, failed, label, True)):
@@ -1248,8 +1264,7 @@ class _ObjectProduct(_Product):
 
     def _misleads(self, k: int, failed: int, label: frozenset, failure: bool) -> bool:
         """Whether a wrong result for set ``k`` (a failure if ``failure``, else a
-        pass) can give ``label`` (None: any label) where the right one would not,
-        given ``failed``."""
+        pass) can give ``label`` where the right one would not, given ``failed``."""
         key = (k, failed, label, failure)
         hit = self._misleading.get(key)
         if hit is None:
@@ -1258,7 +1273,7 @@ class _ObjectProduct(_Product):
             for mask in range(1 << len(free)):
                 results = sum(1 << free[j] for j in range(len(free)) if mask >> j & 1)
                 wrong, right = (results, results | 1 << k) if failure else (results | 1 << k, results)
-                if self.label(wrong) != self.label(right) and label in (None, self.label(wrong)):
+                if self.label(wrong) == label != self.label(right):
                     hit = True
                     break
             self._misleading[key] = hit
