@@ -18,14 +18,11 @@ whose label in context C is L:
   the label at the end, which LR parsing allows.
 
 The product state of an object is (the declared keys done, which keyword
-sets already failed, members so far, undeclared regions used, keys passed
-over that may still come). Declared keys come in chains (_key_chains: each
-set's own order; with ``any_order``, up to ANY_ORDER_KEYS keys each alone),
-each key at most once: a key done passes the keys its chains list before it,
-and chains interleave, so the states are the sets of keys done, within
-ORDER_STATES. A key passed over may still come where the sets that declare it
-need not hold (_ObjectProduct._late_keys). Undeclared keys come anywhere
-between them. An
+sets already failed, members so far). Declared keys come in chains
+(_key_chains: each set's own order; with ``any_order``, up to ANY_ORDER_KEYS
+keys each alone), each key at most once: a key done passes the keys its
+chains list before it, and chains interleave, so the states are the sets of
+keys done, within ORDER_STATES. Undeclared keys come anywhere between them. An
 array's state is
 (position, failed sets, ``contains`` matches per set, values seen per
 uniqueItems set). States that cannot lead to the wanted label are pruned;
@@ -74,7 +71,6 @@ RUN_BASE = 8  # runs of counted items, each this many of the next shorter
 MAX_COUNT = 500  # positions counted one rule each (minProperties/maxProperties, items along with contains, ...)
 ANY_ORDER_KEYS = 4  # with property_order="any", objects with at most this many declared keys take them in any order (2**n states)
 ORDER_STATES = 64  # sets of declared keys done that interleaved key orders may give one object (_key_chains)
-MAX_LATE_KEYS = 6  # keys passed over that may still come late in one object, tracked as bits (_late_keys)
 
 
 @lru_cache(maxsize=None)
@@ -635,13 +631,6 @@ class _Builder:
             declared = self._declared(product, label, state, c)
             if declared is not None:
                 alternatives.append((declared,))
-        done, failed, count, used, passed = state
-        bits = passed
-        while bits:  # a key passed over, coming late
-            k = (bits & -bits).bit_length() - 1
-            bits &= bits - 1
-            alternatives += self._declared_member(product, label, (done, failed, count, used, passed & ~(1 << k)),
-                                                  k, done)
         return alternatives
 
     def _declared(self, product, label, state, c: int):
@@ -649,28 +638,23 @@ class _Builder:
         one (the keys in between left out, and the keys other chains list before
         it), or None. A key shared by chains comes through the first of them, so
         that each member has one derivation."""
-        done, failed, count, used, passed = state
+        done, failed, count, used = state
         position = next((k for k in product.chains[c] if not done >> k & 1), None)
         if position is None:
             return None
-        late = product.late
 
         def build():
             alternatives = []
             if product.owner[position] == c:
                 skipped = product.before[position] & ~done
-                after, bits = failed, skipped & ~late
-                while bits:  # a required key skipped fails the sets requiring it (unless it may come late)
+                after, bits = failed, skipped
+                while bits:  # a required key skipped fails the sets requiring it
                     after |= product.requires[(bits & -bits).bit_length() - 1]
                     bits &= bits - 1
                 if product.can_reach(after, label):
-                    alternatives += self._declared_member(product, label, (done, after, count, used,
-                                                                           passed | skipped & late),
-                                                          position, done | skipped | 1 << position)
-            if late >> position & 1:
-                skip = (done | 1 << position, failed, count, used, passed | 1 << position)
-            else:
-                skip = (done | 1 << position, failed | product.requires[position], count, used, passed)
+                    alternatives += self._declared_member(product, label, (done, after, count, used), position,
+                                                          done | skipped | 1 << position)
+            skip = (done | 1 << position, failed | product.requires[position], count, used)
             rest = self._declared(product, label, skip, c) if product.can_reach(skip[1], label) else None
             return alternatives + ([(rest,)] if rest is not None else [])
         return self._rule(("odeclared", product.context, label, state, c), "member", build)
@@ -684,7 +668,7 @@ class _Builder:
         """Alternatives ``key ":" value later`` for each label of the member's
         value; ``cell``: the region of an undeclared key (-1: a declared one),
         ``must_fail``: schemas its value may not satisfy."""
-        _, failed, count, used, passed = state
+        _, failed, count, used = state
         alive = [(k, r) for k, r in enumerate(requirements) if not failed >> k & 1]
         failed_before = ([r for k, r in enumerate(requirements) if failed >> k & 1]
                          if cell >= 0 and product.repeatable(cell) else [])
@@ -696,7 +680,7 @@ class _Builder:
             new_failed = failed | too_many | _unmet(alive, child_label)
             if product.can_reach(new_failed, label) and not child_label & set(must_fail):
                 after = (done, new_failed, min(count + 1, product.count_cap),
-                         used | product.repeat_matters(cell, new_failed, label) << cell if cell >= 0 else used, passed)
+                         used | product.repeat_matters(cell, new_failed, label) << cell if cell >= 0 else used)
                 alternatives.append((key, '":"', self.value(frozenset(ids), child_label),
                                      self._object_later(product, label, after)))
         return alternatives
@@ -1106,8 +1090,7 @@ class _Product:
 
 
 class _ObjectProduct(_Product):
-    """State: (the declared keys done, as bits; failed sets; members so far;
-    undeclared regions used; keys passed over that may come late)."""
+    """State: (the declared keys done, as bits; failed sets; members so far)."""
 
     kind = "object"
 
@@ -1146,9 +1129,7 @@ class _ObjectProduct(_Product):
             for k in keys]
         self.cells = self._cells(strings)
         self._misleading: dict = {}
-        self.late = self._late_keys()
-        builder.interleaved |= self.late != 0
-        return (0, 0, 0, 0, 0)
+        return (0, 0, 0, 0)
 
     def _requirements(self, member_of, name=None) -> list:
         """Per set, the node a member's value must satisfy (FALSE: the key is not
@@ -1190,35 +1171,12 @@ class _ObjectProduct(_Product):
                                        "split the property names into too many regions")
         return [_Cell(self, language, inside) for language, inside in cells]
 
-    def _late_keys(self) -> int:
-        """The keys (bits) that may come after keys their order puts later: keys
-        that a set with properties of its own leaves undeclared and allows,
-        where every label can hold with the sets declaring them failed. So an
-        instance of anyOf [A, B] in B's order, with a key only A declares, is
-        accepted; an allOf keeps every order. Their values are judged by every
-        set as usual: only the order is looser. The same for every label, so
-        that the sets failed after a prefix, hence the contexts of the values
-        the parser meets, do not depend on the label it will learn at the end.
-        None under strict_properties, with one order per object (a retry), or
-        where more than MAX_LATE_KEYS would multiply the states."""
-        if self.builder.strict or self.builder.order_states == 1:
-            return 0
-        late = 0
-        labels = self.possible_labels(0)
-        for k, (name, requirements) in enumerate(zip(self.keys, self.key_requirements)):
-            declaring = sum(1 << j for j, atom in enumerate(self.sets) if name in dict(atom.properties))
-            if (any(atom.properties and name not in dict(atom.properties) and r != FALSE
-                    for atom, r in zip(self.sets, requirements))
-                    and all(self.can_reach(declaring, label) for label in labels)):
-                late |= 1 << k
-        return late if late.bit_count() <= MAX_LATE_KEYS else 0
-
     def count_failures(self, count: int) -> int:
         return sum(1 << k for k, a in enumerate(self.sets) if a.max_properties is not None and count > a.max_properties)
 
     def complete(self, k: int, state) -> bool:
-        done, _, count, _, passed = state
-        return not self.required_keys[k] & ~(done & ~passed) and count >= self.sets[k].min_properties
+        done, _, count, _ = state
+        return not self.required_keys[k] & ~done and count >= self.sets[k].min_properties
 
     # Two undeclared members of one region may have the same name. A JSON parser
     # keeps the last value, and the object then has one member fewer than were
@@ -1248,7 +1206,7 @@ class _ObjectProduct(_Product):
         """For another member in ``cell``: None where it could give ``label``
         only because its name repeats one before; else the schemas its value
         must not satisfy (those on which sets failed, maybe under that name)."""
-        _, failed, count, used, _ = state
+        _, failed, count, used = state
         if not used >> cell & 1:
             return ()
         requirements = self.cells[cell].requirements

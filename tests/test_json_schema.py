@@ -342,31 +342,6 @@ def test_formats_are_negated_only_where_their_regex_is_exact(schema, texts):
     assert accepts(grammar, texts[-1])
 
 
-def test_a_key_only_some_alternatives_declare_may_come_late():
-    """Under anyOf/oneOf, a key one alternative declares may follow keys that
-    alternative lists after it, where another leaves it undeclared: the instance
-    is in that other's order. Every alternative still judges its value."""
-    schema = {"anyOf": [{"properties": {"name": {}, "type": {}}, "additionalProperties": {"type": "string"}},
-                        {"properties": {"name": {}, "states": {"type": "array"}, "type": {}},
-                         "required": ["states"]}]}
-    grammar = compiled(schema)
-    for value in [{"name": 1, "type": 2, "states": "s"}, {"name": 1, "type": 2, "states": []},
-                  {"name": 1, "states": [], "type": 2}]:
-        assert valid(schema, value) and accepts(grammar, value), value
-    for value in [{"name": 1, "type": 2, "states": 3}, {"type": 2, "name": 1, "states": 3}]:
-        assert not valid(schema, value) and not accepts(grammar, value), value
-    assert not accepts(grammar, {"type": 2, "name": 1})  # keys both declare keep their order
-    assert not grammar.matches('{"name": 1, "type": 2, "states": "s", "states": "t"}')  # still at most once
-    assert not grammar.matches('{"name": 1, "states": [], "type": 2, "states": "t"}')
-    # A required key passed over and never given fails the schema requiring it.
-    required = {"anyOf": [{"properties": {"k": {}, "x": {}}, "required": ["k"]},
-                          {"properties": {"y": {}}, "required": ["y"]}]}
-    assert not accepts(compiled(required), {"x": 1}) and accepts(compiled(required), {"x": 1, "k": 2})
-    # Where every schema must hold (allOf), each keeps its order.
-    both = compiled({"allOf": [{"properties": {"a": {}, "c": {}}}, {"properties": {"b": {}}}]})
-    assert accepts(both, {"a": 1, "b": 2, "c": 3}) and not accepts(both, {"c": 3, "a": 1})
-
-
 def test_strict_properties_forbids_undeclared_keys():
     schema = {"properties": {"a": {"type": "integer"}}, "required": ["a"]}
     grammar = compiled(schema, strict_properties=True)
