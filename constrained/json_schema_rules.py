@@ -78,18 +78,21 @@ def _universe():
     """(all JSON scalars, all JSON strings, all other scalars) as DFAs, among
     which complements are taken: numbers only as json_numbers.DECIDED spells
     them, on which every number language is exact."""
-    strings = json_strings.string()
-    numbers = dfa.from_regex(json_numbers.DECIDED)
-    others = dfa.union(dfa.literal(b"null"), dfa.literal(b"true"), dfa.literal(b"false"), numbers)
-    return dfa.union(others, strings), strings, others
+    return _scalars(dfa.from_regex(json_numbers.DECIDED))
 
 
 @lru_cache(maxsize=None)
 def _every_spelling():
-    """(all JSON scalars, all but strings) spelled any way, numbers too: for
-    values no schema constrains, and caps, which never need a complement."""
-    others = dfa.union(dfa.literal(b"null"), dfa.literal(b"true"), dfa.literal(b"false"), json_numbers.number())
-    return dfa.union(others, json_strings.string()), others
+    """(all JSON scalars, all JSON strings, all other scalars) spelled any way,
+    numbers too: for values no schema constrains, and caps, which never need a
+    complement."""
+    return _scalars(json_numbers.number())
+
+
+def _scalars(numbers):
+    strings = json_strings.string()
+    others = dfa.union(dfa.literal(b"null"), dfa.literal(b"true"), dfa.literal(b"false"), numbers)
+    return dfa.union(others, strings), strings, others
 
 
 @lru_cache(maxsize=256)
@@ -203,9 +206,9 @@ def _cap_node(schemas: Schemas, max_string_length: int | None, max_items: int | 
         if max_string_length is not None:
             cap.string_lengths = (0, max_string_length)
             if cap.long_string:  # counted by rules, as a long maxLength is
-                cap.scalar = _every_spelling()[1]
+                cap.scalar = _every_spelling()[2]
             else:
-                cap.scalar = dfa.union(_every_spelling()[1], json_strings.string(max_length=max_string_length))
+                cap.scalar = dfa.union(_every_spelling()[2], json_strings.string(max_length=max_string_length))
         if max_items is not None:
             cap.arr = ArrayAtom(max_items=max_items, pointer=cap.pointer)
         return cap
@@ -235,6 +238,7 @@ class _Builder:
         self._partitions: dict = {}
         self._length_splits: dict = {}
         self._shapers: dict = {}
+        self._undecided: dict = {}  # frozenset of nodes -> undecided()
         self._caps_chosen: dict = {}  # context -> its cap node (_cap)
         self.uncapped: list = []  # messages: where strings are not capped
 
@@ -343,7 +347,7 @@ class _Builder:
 
     def _combined_scalar(self, node, nonstring: bool):
         if nonstring:
-            language = _and(node.scalar, _every_spelling()[1])
+            language = _and(node.scalar, _every_spelling()[2])
         elif node.long_string is not None:
             language = _or([node.scalar, self._long_string_dfa(node)])
         else:
@@ -375,7 +379,7 @@ class _Builder:
     def scalar_region(self, context, label, nonstring: bool = False):
         """The DFA of the scalars whose label in ``context`` is ``label`` (ANY: all), or None."""
         if not context:  # no schema: every scalar, however spelled
-            return _every_spelling()[1] if nonstring else ANY
+            return _every_spelling()[2] if nonstring else ANY
         if len(context) == 1:  # the common case, without a product
             (i,) = context
             language = self.scalar(i, nonstring)
@@ -506,8 +510,11 @@ class _Builder:
         """The strings on which the scalar languages of ``nodes`` may be wrong
         (formats their closure meets, json_formats.UNDECIDED), or None: a value
         that must fail them is never one of these."""
-        formats = frozenset(self.schemas.node(j).format for j in self.closure(set(nodes))) - {None}
-        return _undecided_strings(formats)
+        key = frozenset(nodes)
+        if key not in self._undecided:
+            self._undecided[key] = _undecided_strings(
+                frozenset(self.schemas.node(j).format for j in self.closure(key)) - {None})
+        return self._undecided[key]
 
     def finite_values(self, i: int):
         """The values node ``i`` allows, {JSON-equality key: value}, when they are
