@@ -23,11 +23,11 @@ Which texts are accepted:
   ``100e-2``.
 
 DECIDED: the texts on which all of the above is exact (plain decimals and zero
-with any exponent), so that a language's complement among them is exact too:
-json_schema_rules takes the values that must fail a number constraint (not,
-oneOf, a label that leaves a schema out) among these only. ``10e-1`` is 1, an
-integer that integer() leaves out; outside DECIDED, "not an integer" cannot
-be told from "not written the way integer() reads".
+with any exponent). Outside it, "not an integer" cannot be told from "not
+written the way integer() reads": ``10e-1`` is 1, an integer that integer()
+leaves out. So a value that must fail a language made by bounds, integer,
+multipleOf or a numeric enum/const (not, oneOf, a label that leaves a schema
+out) is never a number outside DECIDED (json_schema_rules.undecided).
 
 Bounds may be int, float or Decimal; a float is read as the shortest decimal
 that prints as it (``0.1`` is 0.1, as it was written in the schema).

@@ -51,7 +51,7 @@ the lexer pick a terminal that is wrong for the stack at hand.
 
 import json
 import math
-from functools import lru_cache, reduce
+from functools import lru_cache
 
 import numpy as np
 
@@ -75,23 +75,9 @@ ORDER_STATES = 64  # sets of declared keys done that interleaved key orders may 
 
 @lru_cache(maxsize=None)
 def _universe():
-    """(all JSON scalars, all JSON strings, all other scalars) as DFAs, among
-    which complements are taken: numbers only as json_numbers.DECIDED spells
-    them, on which every number language is exact."""
-    return _scalars(dfa.from_regex(json_numbers.DECIDED))
-
-
-@lru_cache(maxsize=None)
-def _every_spelling():
-    """(all JSON scalars, all JSON strings, all other scalars) spelled any way,
-    numbers too: for values no schema constrains, and caps, which never need a
-    complement."""
-    return _scalars(json_numbers.number())
-
-
-def _scalars(numbers):
+    """(all JSON scalars, all JSON strings, all other scalars) as DFAs."""
     strings = json_strings.string()
-    others = dfa.union(dfa.literal(b"null"), dfa.literal(b"true"), dfa.literal(b"false"), numbers)
+    others = dfa.union(dfa.literal(b"null"), dfa.literal(b"true"), dfa.literal(b"false"), json_numbers.number())
     return dfa.union(others, strings), strings, others
 
 
@@ -124,22 +110,35 @@ def _and(a, b):
 
 
 def _minus(a, b, undecided=None):
-    """The texts of a not in b, among the universe's (_universe) and outside
-    ``undecided``: the strings on which b's formats may be wrong."""
+    """The texts of a not in b and not ``undecided``: the texts on which b's
+    automata may be wrong (Builder.undecided)."""
     if a is None or b is ANY:
         return None
     if b is None:
         return a
-    a = _universe()[0] if a is ANY else dfa.intersect(a, _universe()[0])
-    return _nonempty(dfa.difference(a, b if undecided is None else dfa.union(b, undecided)))
+    return _nonempty(dfa.difference(_universe()[0] if a is ANY else a, b if undecided is None else dfa.union(b, undecided)))
 
 
 @lru_cache(maxsize=64)
-def _undecided_strings(formats: frozenset):
-    """The JSON strings on which the automaton of one of ``formats`` may be wrong
-    (json_formats.UNDECIDED), or None."""
+def _undecided_texts(formats: frozenset, numbers: bool):
+    """The JSON texts on which the automaton of one of ``formats`` may be wrong
+    (json_formats.UNDECIDED), and with ``numbers`` the numbers that bounds,
+    integer, multipleOf and numeric enum/const may read wrong (outside
+    json_numbers.DECIDED), or None."""
     parts = [json_strings.matching(json_formats.UNDECIDED[f]) for f in sorted(formats & json_formats.UNDECIDED.keys())]
+    if numbers:
+        parts.append(dfa.difference(json_numbers.number(), dfa.from_regex(json_numbers.DECIDED)))
     return dfa.union(*parts) if parts else None
+
+
+def _reads_numbers_in_part(language) -> bool:
+    """Whether ``language`` allows some numbers but not all: then bounds, integer,
+    multipleOf or a numeric enum/const made it, which read exponent forms only
+    in part (json_numbers)."""
+    if language is ANY or language is None:
+        return False
+    numbers = _and(language, json_numbers.number())
+    return numbers is not None and not dfa.is_empty(dfa.difference(json_numbers.number(), numbers))
 
 
 def _or(parts):
@@ -206,9 +205,9 @@ def _cap_node(schemas: Schemas, max_string_length: int | None, max_items: int | 
         if max_string_length is not None:
             cap.string_lengths = (0, max_string_length)
             if cap.long_string:  # counted by rules, as a long maxLength is
-                cap.scalar = _every_spelling()[2]
+                cap.scalar = _universe()[2]
             else:
-                cap.scalar = dfa.union(_every_spelling()[2], json_strings.string(max_length=max_string_length))
+                cap.scalar = dfa.union(_universe()[2], json_strings.string(max_length=max_string_length))
         if max_items is not None:
             cap.arr = ArrayAtom(max_items=max_items, pointer=cap.pointer)
         return cap
@@ -311,7 +310,7 @@ class _Builder:
         lengths = self.length_split(context)
         region = self.scalar_region(context, label, nonstring=lengths is not None)
         if region is not None:
-            alternatives.append((self.terminal(_every_spelling()[0] if region is ANY else region, "SCALAR"),))
+            alternatives.append((self.terminal(_universe()[0] if region is ANY else region, "SCALAR"),))
         if lengths is not None and lengths.get(label):
             opening = self.terminal(dfa.literal(b'"'), "OPEN")
             self.glued.add(opening)
@@ -347,7 +346,7 @@ class _Builder:
 
     def _combined_scalar(self, node, nonstring: bool):
         if nonstring:
-            language = _and(node.scalar, _every_spelling()[2])
+            language = _and(node.scalar, _universe()[2])
         elif node.long_string is not None:
             language = _or([node.scalar, self._long_string_dfa(node)])
         else:
@@ -378,17 +377,12 @@ class _Builder:
 
     def scalar_region(self, context, label, nonstring: bool = False):
         """The DFA of the scalars whose label in ``context`` is ``label`` (ANY: all), or None."""
-        if not context:  # no schema: every scalar, however spelled
-            return _every_spelling()[2] if nonstring else ANY
+        if not context:  # no schema: every scalar
+            return _universe()[2] if nonstring else ANY
         if len(context) == 1:  # the common case, without a product
             (i,) = context
             language = self.scalar(i, nonstring)
             return language if label else _minus(_universe()[2] if nonstring else ANY, language, self.undecided(context))
-        if label == context:  # every schema holds: no complement is taken, so every spelling they share
-            try:
-                return reduce(_and, [self.scalar(i, nonstring) for i in sorted(context)])
-            except ConstrainedError as e:
-                raise self._placed(e, sorted(context)) from None
         return self.partition(context, nonstring).region(label)
 
     def _placed(self, error: ConstrainedError, nodes: list) -> ConstrainedError:
@@ -507,13 +501,14 @@ class _Builder:
         return (self._rule(("run", unit.key, spans), "count", lambda: [symbols]),)
 
     def undecided(self, nodes) -> object:
-        """The strings on which the scalar languages of ``nodes`` may be wrong
-        (formats their closure meets, json_formats.UNDECIDED), or None: a value
-        that must fail them is never one of these."""
+        """The texts on which the scalar languages of ``nodes`` may be wrong
+        (_undecided_texts of the formats and numbers their closure meets), or
+        None: a value that must fail them is never one of these."""
         key = frozenset(nodes)
         if key not in self._undecided:
-            self._undecided[key] = _undecided_strings(
-                frozenset(self.schemas.node(j).format for j in self.closure(key)) - {None})
+            closure = [self.schemas.node(j) for j in self.closure(key)]
+            self._undecided[key] = _undecided_texts(
+                frozenset(n.format for n in closure) - {None}, any(_reads_numbers_in_part(n.scalar) for n in closure))
         return self._undecided[key]
 
     def finite_values(self, i: int):
