@@ -26,7 +26,7 @@ regex stays inside both, except for leap seconds (below):
 - uuid: 8-4-4-4-12 hex digits, either case (RFC 4122).
 - uri, uri-reference, iri, iri-reference: RFC 3986 / RFC 3987 ABNF, but IRIs
   only with characters of the Basic Multilingual Plane (the checker's grammar
-  has no others).
+  has no others) and without IP literals (its grammar reads IPv6 in part).
 - json-pointer (RFC 6901); relative-json-pointer: a non-negative integer then
   "#" or a JSON pointer; the checker refuses a 0 followed by a digit anywhere
   in the integer (its bug: "10" passes, "100" fails), so such integers are
@@ -34,6 +34,13 @@ regex stays inside both, except for leap seconds (below):
 - uri-template (RFC 6570, level 4 syntax), inside what the checker's library
   reads: no reserved operators (= , ! @ |), no %-escape at either end of a
   variable name, prefixes of at most 3 digits.
+
+The checkers also allow more than the formats in places, which matters where a
+value must fail a format (UNDECIDED below): those matching "^...$" (time,
+date-time, hostname, uri) take a final newline; hostnames are read with
+Unicode case and digits, uuids by int(x, 16) once braces, "urn:" and hyphens
+are stripped, durations as ISO 8601 (fractions, signs, weeks with days), and
+in IPv6 literals of URIs octets with leading zeros.
 """
 
 from .ecma_regex import char_class
@@ -123,7 +130,8 @@ def _uri(iri: bool) -> tuple[str, str]:
     query = rf"(?:[{unreserved}{extra}{query_extra}{sub_delims}:@/?]|{pct})*"
     fragment = rf"(?:[{unreserved}{extra}{sub_delims}:@/?]|{pct})*"
     ip_future = rf"v{_HEX}+\.[{unreserved}{sub_delims}:]+"
-    host = rf"(?:\[(?:{IPV6}|{ip_future})\]|{chars('')}*)"
+    literal = "" if iri else rf"\[(?:{IPV6}|{ip_future})\]|"  # the checker's IRI grammar reads IPv6 in part
+    host = rf"(?:{literal}{chars('')}*)"
     authority = rf"(?:{chars(':')}*@)?{host}(?::[0-9]*)?"
     segment = f"{pchar}*"
     path_abempty = f"(?:/{segment})*"
@@ -175,16 +183,23 @@ FORMATS = {
 # Where a regex above is a subset of what its format (or the checker) allows: a regex over
 # every string on which it may be wrong. A value that must fail the format (not, oneOf, ...)
 # is never one of these (json_schema_rules._universe), so that its verdict is exact.
+_LAST_NEWLINE = r"(?s:.*\n)"  # checkers that match "^...$" also take a string with a final newline
+_HAS_BRACKET = r"(?s:.*\[.*)"  # IP literals in URIs (see the module's docstring)
 UNDECIDED = {
     "date": r"0000-.*",  # year 0000
-    "time": r"[0-9]{2}:[0-9]{2}:60.*",  # leap seconds
-    "date-time": r"0000-.*|.*[Tt][0-9]{2}:[0-9]{2}:60.*",
-    "hostname": r"(?:[^.]*\.){3}.*|(?:.*\.)?[^.]{2}--.*|.*\.",  # 4 labels or more, A-labels, a trailing dot
-    "email": r".*@.*",  # the checker asks for an "@" only
-    "relative-json-pointer": r"[0-9+-].*",
-    "uri-template": r".*[{%].*",
-    "iri": r".*[\U00010000-\U0010FFFF].*",  # outside the Basic Multilingual Plane
-    "iri-reference": r".*[\U00010000-\U0010FFFF].*",
+    "time": rf"[0-9]{{2}}:[0-9]{{2}}:60.*|{_LAST_NEWLINE}",  # leap seconds
+    "date-time": rf"0000-.*|.*[Tt][0-9]{{2}}:[0-9]{{2}}:60.*|{_LAST_NEWLINE}",
+    # 4 labels or more, A-labels, a trailing dot; the checker reads Unicode case and digits
+    "hostname": rf"(?:[^.]*\.){{3}}.*|(?:.*\.)?[^.]{{2}}--.*|.*\.|{_LAST_NEWLINE}|(?s:.*[^\x00-\x7f].*)",
+    "email": r"(?s:.*@.*)",  # the checker asks for an "@" only
+    "duration": r"(?s:.*[Pp].*)",  # the checker reads ISO 8601 durations: fractions, signs, weeks with days...
+    "uuid": r"(?s:.{8}-.{4}-.{4}-.{4}-.*)",  # the checker strips braces, "urn:", hyphens, and reads int(x, 16)
+    "relative-json-pointer": r"(?s:[0-9+\-\x80-\U0010ffff].*)",  # the checker's digits are str.isdigit()
+    "uri-template": r"(?s:.*(?:[{%}]|[^" + _LITERAL[1:] + ").*)",  # the checker reads literals unchecked
+    "uri": rf"{_HAS_BRACKET}|{_LAST_NEWLINE}",
+    "uri-reference": rf"{_HAS_BRACKET}|{_LAST_NEWLINE}",
+    "iri": rf"(?s:.*[\U00010000-\U0010FFFF].*)|{_HAS_BRACKET}",  # outside the Basic Multilingual Plane
+    "iri-reference": rf"(?s:.*[\U00010000-\U0010FFFF].*)|{_HAS_BRACKET}",
 }
 _NOT_REGULAR = {
     "regex": "the language of ECMA-262 regular expressions is not regular (nested parentheses)",

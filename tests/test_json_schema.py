@@ -331,6 +331,15 @@ def test_number_spellings_only_where_their_value_is_decided(schema):
     ({"not": {"format": "email"}}, ["a@@b", "@", "ab"]),
     ({"oneOf": [{"format": "hostname"}, {"maxLength": 3}]}, ["a.b.c.d.e", "-x", "abcd"]),
     ({"oneOf": [{"format": "email"}, {"format": "uri"}]}, ["mailto:a@b.c", "http://x", "a@b.c"]),  # only uri fails
+    # Where jsonschema's checkers allow more than the format:
+    ({"not": {"format": "time"}}, ["00:00:00Z\n", "23:59:60+01:00", "x"]),  # "^...$" takes a final newline
+    ({"not": {"format": "uri"}}, ["h://[::0.0.0.05]/", "http://a\n", "a b"]),
+    ({"not": {"format": "hostname"}}, ["\u017f.com", "a\n", "-x"]),  # Unicode case folding
+    ({"not": {"format": "uuid"}}, ["0x345678-1234-1234-1234-123456789abc", "12345678-1234-1234-1234-12345678-9abc",
+                                   "{1234567-1234-1234-1234-123456789abcd}", "1234"]),
+    ({"not": {"format": "duration"}}, ["P1Y1D", "-P1D", "PT1.5S", "1D"]),
+    ({"not": {"format": "relative-json-pointer"}}, ["\u0661", "0\n", "/a"]),
+    ({"format": "iri"}, ["http://[::1]", "http://[1:2:3:4:5:6:7::]", "http://\u00e9/"]),  # its IPv6 grammar
 ])
 def test_formats_are_negated_only_where_their_regex_is_exact(schema, texts):
     """A format's regex may be a subset of the format (hostnames of at most 4
