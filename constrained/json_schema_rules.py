@@ -70,6 +70,7 @@ _QUOTE = '"\\""'  # the lark literal for a double quote
 RUN_BASE = 8  # runs of counted items, each this many of the next shorter
 MAX_COUNT = 500  # positions counted one rule each (minProperties/maxProperties, items along with contains, ...)
 ANY_ORDER_KEYS = 4  # with property_order="any", objects with at most this many declared keys take them in any order (2**n states)
+LATE_KEY_SETS = 4  # object keyword sets combined up to which a declared key may come late (late_failures)
 ORDER_STATES = 64  # sets of declared keys done that interleaved key orders may give one object (_key_chains)
 
 
@@ -167,10 +168,10 @@ def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = Fal
         start = builder.value(context, context)
         builder.run()
     except _TooManyRules:
-        if not builder.interleaved:
+        if not (builder.interleaved or builder.late):
             raise
-        # Interleaved key orders multiply object states: try again with one order per object.
-        builder = _Builder(schemas, strict_properties, any_order, caps, order_states=1)
+        # Interleaved key orders and late keys multiply object states: try again with one order per object.
+        builder = _Builder(schemas, strict_properties, any_order, caps, order_states=1, late_keys=False)
         start = builder.value(context, context)
         builder.run()
     rules = builder.grammar_rules(start)
@@ -216,9 +217,11 @@ def _cap_node(schemas: Schemas, max_string_length: int | None, max_items: int | 
 
 class _Builder:
     def __init__(self, schemas: Schemas, strict: bool, any_order: bool, caps: tuple = (None, None),
-                 order_states: int = ORDER_STATES):
+                 order_states: int = ORDER_STATES, late_keys: bool = True):
         self.schemas = schemas
         self.strict = strict
+        self.late_keys = late_keys and not strict  # see _ObjectProduct.late_failures
+        self.late = False  # whether some object takes a late key
         self.any_order = any_order
         self.order_states = order_states  # see _key_chains
         self.interleaved = False  # whether some object's declared keys may interleave
@@ -633,6 +636,13 @@ class _Builder:
             declared = self._declared(product, label, state, c)
             if declared is not None:
                 alternatives.append((declared,))
+        for position in product.late_keys if self.late_keys else ():
+            after = product.late_failures(state, position, label)
+            if after is not None:
+                self.late = True
+                alternatives += self._member(product, label, (state[0], after, state[2], state[3]),
+                                             product.key_languages[position], product.key_requirements[position],
+                                             state[0])
         return alternatives
 
     def _declared(self, product, label, state, c: int):
@@ -1131,6 +1141,14 @@ class _ObjectProduct(_Product):
             for k in keys]
         self.cells = self._cells(strings)
         self._misleading: dict = {}
+        self.declaring = [sum(1 << j for j, atom in enumerate(self.sets)
+                              if name in atom.required or any(name == p[0] for p in atom.properties)) for name in keys]
+        self.judging = [sum(1 << j for j, r in enumerate(requirements) if r not in (TRUE, FALSE))
+                        for requirements in self.key_requirements]
+        self.counting = sum(1 << j for j, a in enumerate(self.sets) if a.max_properties is not None)
+        self.late_keys = [k for k, requirements in enumerate(self.key_requirements)
+                          if any(not self.declaring[k] >> j & 1 and r != FALSE for j, r in enumerate(requirements))
+                          ] if len(self.sets) <= LATE_KEY_SETS else []
         return (0, 0, 0, 0)
 
     def _requirements(self, member_of, name=None) -> list:
@@ -1221,6 +1239,43 @@ class _ObjectProduct(_Product):
                   or atom.max_properties is not None and self._misleads(k, failed, label, True)):
                 return None
         return tuple(must_fail)
+
+    # A declared key may come after its turn, once it is done: passed over (the
+    # instance is in the order of a set that leaves it undeclared), or given
+    # already (its name repeats). Tracking which would cost a bit per key, so
+    # such a member fails every set whose result it may make wrong: those that
+    # declare or require the key, count members, or already failed, maybe on an
+    # earlier value under that name. It is allowed only where none of those
+    # wrong failures can change the label: where another set decides it.
+
+    def late_failures(self, state, position: int, label: frozenset) -> int | None:
+        """The failed sets after a late member with key ``position`` (see above),
+        or None where it must not come late."""
+        done, failed, count, _ = state
+        if not done >> position & 1:
+            return None
+        wrong = (self.declaring[position] | self.counting | failed & self.judging[position]
+                 | sum(1 << k for k, a in enumerate(self.sets) if a.min_properties > count))
+        after = failed | wrong
+        if not self.can_reach(after, label) or self._misleads_any(after, wrong, label):
+            return None
+        return after
+
+    def _misleads_any(self, failed: int, wrong: int, label: frozenset) -> bool:
+        """Whether some of the ``wrong`` sets (counted among ``failed``) holding
+        after all could change a ``label`` reached with ``failed``."""
+        key = (failed, wrong, label)
+        hit = self._misleading.get(key)
+        if hit is None:
+            free = [k for k in range(len(self.sets)) if not failed >> k & 1]
+            uncertain = [k for k in range(len(self.sets)) if wrong >> k & 1]
+            hit = len(free) + len(uncertain) > MAX_SETS or any(
+                self.label(results | sum(1 << uncertain[j] for j in range(len(uncertain)) if mask >> j & 1)) != label
+                for results in (sum(1 << free[j] for j in range(len(free)) if m >> j & 1) for m in range(1 << len(free)))
+                if self.label(results) == label
+                for mask in range(1, 1 << len(uncertain)))
+            self._misleading[key] = hit
+        return hit
 
     def _misleads(self, k: int, failed: int, label: frozenset, failure: bool) -> bool:
         """Whether a wrong result for set ``k`` (a failure if ``failure``, else a

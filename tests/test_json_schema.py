@@ -302,6 +302,33 @@ def test_interleaved_property_orders():
     assert accepts(merged, {f"{k}{i}": 0 for k in "pqrs" for i in range(3)})
 
 
+def test_a_key_only_some_alternatives_declare_may_come_late():
+    """Under anyOf, a key one alternative declares may follow keys that it
+    lists after it, where another alternative leaves it undeclared: the
+    instance is in that other's order. The late key fails the alternatives
+    that declare it, so it is allowed only where another one decides."""
+    schema = {"anyOf": [{"properties": {"name": {}, "type": {}}, "additionalProperties": {"type": "string"}},
+                        {"properties": {"name": {}, "states": {"type": "array"}, "type": {}},
+                         "required": ["states"]}]}
+    grammar = compiled(schema)
+    for value in [{"name": 1, "type": 2, "states": "s"}, {"name": 1, "states": [], "type": 2}]:
+        assert valid(schema, value) and accepts(grammar, value), value
+    for value in [{"name": 1, "type": 2, "states": 3}, {"type": 2, "name": 1, "states": 3}]:
+        assert not valid(schema, value) and not accepts(grammar, value), value
+    assert not accepts(grammar, {"type": 2, "name": 1})  # keys both declare keep their order
+    for text in ['{"name": 1, "type": 2, "states": "s", "states": "t"}', '{"name": 1, "type": 2, "states": "s", "states": 3}',
+                 '{"name": 1, "states": [], "type": 2, "states": 3}']:  # a repeated name: the last value counts
+        assert grammar.matches(text) == valid(schema, json.loads(text)), text
+    request = {"anyOf": [{"properties": {"id": {}, "method": {}}, "required": ["id", "method"]},
+                         {"properties": {"method": {"type": "string"}}, "required": ["method"]}]}
+    assert accepts(compiled(request), {"method": "m", "id": 1})
+    # Where a declaring alternative's result matters, its keys keep their order.
+    exclusive = {"oneOf": [{"properties": {"a": {}, "b": {}}, "required": ["a"]}, {"properties": {"b": {"type": "integer"}}}]}
+    assert not valid(exclusive, {"b": 1, "a": 2}) and not accepts(compiled(exclusive), {"b": 1, "a": 2})
+    both = compiled({"allOf": [{"properties": {"a": {}, "c": {}}}, {"properties": {"b": {}}}]})
+    assert accepts(both, {"a": 1, "b": 2, "c": 3}) and not accepts(both, {"c": 3, "a": 1})
+
+
 SPELLINGS = ["1.5e+16", "10e-1", "1e2", "12e3", "0.5e1", "1e-07", "-2E+1", "0e5", "-0.0e-3", "2.0", "3", "2.5"]
 
 
