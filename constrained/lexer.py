@@ -39,12 +39,15 @@ def bounded(dfa: DFA, limit: int) -> DFA:
     return minimize(transitions, accepting)
 
 
-def _segment_sums(values: np.ndarray, bounds: np.ndarray, dtype) -> np.ndarray:
+def _segment_sums(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     """Sums of ``values`` over the row segments ``bounds[i]:bounds[i + 1]`` (which may be
-    empty), wrapping for unsigned ``dtype``."""
-    sums = np.zeros((len(values) + 1, values.shape[1]), dtype=dtype)
-    np.cumsum(values, axis=0, dtype=dtype, out=sums[1:])
-    return sums[bounds[1:]] - sums[bounds[:-1]]
+    empty; the last ends at the last row), wrapping for unsigned values."""
+    starts = bounds[:-1]
+    filled = bounds[1:] > starts
+    sums = np.zeros((len(starts), values.shape[1]), dtype=values.dtype)
+    if filled.any():  # reduceat gives an empty segment its first row: leave those out
+        sums[filled] = np.add.reduceat(values, starts[filled], axis=0)
+    return sums
 
 
 class _Layout:
@@ -178,7 +181,7 @@ class Lexer:
             t = term_of[g]
             target = np.where(code >= 0, code, np.where(code == -1, n, single_base[t] + g - offset[t]))
             trans[ids] = target[:, byte_class]
-        comps = np.full((n, n_terms), -1, dtype=np.int32)
+        comps = np.full((n, n_terms), -1, dtype=np.int16 if sizes.max() < 2**15 else np.int32)  # half the bytes
         accepting = np.zeros((n, n_terms), dtype=bool)
         terms = term_of[members]
         comps[owner, terms] = members - offset[terms]
@@ -216,8 +219,9 @@ class Lexer:
         live = columns >= 0
         # Per (global DFA state, class), what a live target adds to its set's sums: 1 to the count
         # (low 24 bits) and itself above them; and a random weight to the digest.
-        counted = np.where(live, (columns.astype(np.uint64) << 24) | 1, 0)
-        weighed = np.where(live, rng.integers(0, 2**63, size=len(columns), dtype=np.int64).astype(np.uint64)[columns], 0)
+        counted = np.where(live, (columns.astype(np.uint64) << 24) | 1, np.uint64(0))
+        weighed = np.where(live, rng.integers(0, 2**63, size=len(columns), dtype=np.int64).astype(np.uint64)[columns],
+                           np.uint64(0))
         n = len(starts)
         flat = np.concatenate(starts).astype(np.int64)
         bounds = np.concatenate([[0], np.cumsum([len(start) for start in starts])])
@@ -230,9 +234,9 @@ class Lexer:
             if budget is not None and len(members.values) > budget:
                 raise _TooLarge
             targets = columns[flat]  # (member, class)
-            packed = _segment_sums(counted[flat], bounds, np.uint64)  # (state, class)
+            packed = _segment_sums(counted[flat], bounds)  # (state, class)
             count = (packed & 0xFFFFFF).astype(np.int64)
-            digest = _segment_sums(weighed[flat], bounds, np.uint64)
+            digest = _segment_sums(weighed[flat], bounds)
             code = np.where(count == 1, -2 - (packed >> 24).astype(np.int64), -1)
             several = np.nonzero(count >= 2)
             unique, first, inverse = np.unique(digest[several], return_index=True, return_inverse=True)
