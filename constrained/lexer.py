@@ -90,6 +90,9 @@ class _Growing:
 
 
 _SHARED_START_PAIRS = 100_000  # (state, live terminal) pairs explored from one start shared by all contexts
+# Past this many terminals the product from one shared start outgrew _SHARED_START_PAIRS in every
+# MaskBench schema tried (the 300 slowest to compile, up to 229 terminals where it did not): skip it.
+_SHARED_START_TERMINALS = 250
 _MAX_STATE_TERMINALS = 50_000_000  # states x terminals of a lexer (its tables take about 10 bytes per pair)
 
 
@@ -118,13 +121,16 @@ class Lexer:
         """``start_sets``: the sets of terminals a lexeme may be (one per parser
         state). One start for all of them serves best (the index then traces
         a group of tokens once for every context) until the product from it
-        grows past _SHARED_START_PAIRS; then each set gets its own starts."""
+        grows past _SHARED_START_PAIRS (or there are _SHARED_START_TERMINALS);
+        then each set gets its own starts."""
         self.dfas = dfas
         self.ignored = ignored
         self.choice_order = choice_order
         everything = frozenset(range(len(dfas)))
         layout = _Layout(dfas)
         try:
+            if len(dfas) >= _SHARED_START_TERMINALS:
+                raise _TooLarge
             self._product(dfas, layout, [everything], _SHARED_START_PAIRS)
             self._shared = everything
         except _TooLarge:
