@@ -241,6 +241,7 @@ class _Builder:
         self._length_splits: dict = {}
         self._shapers: dict = {}
         self._undecided: dict = {}  # frozenset of nodes -> undecided()
+        self._in_part: dict = {}  # node -> whether its scalars read numbers in part (_reads_numbers_in_part)
         self._caps_chosen: dict = {}  # context -> its cap node (_cap)
         self.uncapped: list = []  # messages: where strings are not capped
 
@@ -509,10 +510,15 @@ class _Builder:
         None: a value that must fail them is never one of these."""
         key = frozenset(nodes)
         if key not in self._undecided:
-            closure = [self.schemas.node(j) for j in self.closure(key)]
-            self._undecided[key] = _undecided_texts(
-                frozenset(n.format for n in closure) - {None}, any(_reads_numbers_in_part(n.scalar) for n in closure))
+            closure = self.closure(key)
+            self._undecided[key] = _undecided_texts(frozenset(self.schemas.node(j).format for j in closure) - {None},
+                                                    any(self._numbers_in_part(j) for j in closure))
         return self._undecided[key]
+
+    def _numbers_in_part(self, i: int) -> bool:
+        if i not in self._in_part:
+            self._in_part[i] = _reads_numbers_in_part(self.schemas.node(i).scalar)
+        return self._in_part[i]
 
     def finite_values(self, i: int):
         """The values node ``i`` allows, {JSON-equality key: value}, when they are
