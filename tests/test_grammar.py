@@ -481,6 +481,19 @@ def test_masks_are_reused_at_any_depth(tokenizers, monkeypatch):
     assert all((a == b).all() for a, b in zip(deep, fresh))
 
 
+def test_lexer_segment_sums_wrap_and_allow_empty_segments():
+    """The lexer digests its states' member sets by sums over row segments:
+    empty ones (first, inside, last) sum to zero, and uint64 sums wrap."""
+    segment_sums = sys.modules["constrained.lexer"]._segment_sums
+    rng = np.random.default_rng(0)
+    values = rng.integers(0, 2**63, size=(7, 3), dtype=np.int64).astype(np.uint64) * np.uint64(3)
+    bounds = np.array([0, 0, 2, 2, 5, 7, 7])
+    expected = np.array([np.add.reduce(values[a:b], axis=0) if b > a else np.zeros(3, dtype=np.uint64)
+                         for a, b in zip(bounds, bounds[1:])], dtype=np.uint64)
+    assert (segment_sums(values, bounds) == expected).all()
+    assert (segment_sums(values[:0], np.array([0, 0, 0])) == 0).all()
+
+
 def test_lexemes_started_per_parser_state_give_the_same_masks(tokenizers, monkeypatch):
     """A lexer whose product from one shared start grows too large starts each
     parser state's lexemes from that state's terminals instead: fewer lexer
