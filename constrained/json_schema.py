@@ -56,7 +56,8 @@ their ``$ref``, which stands for its target alone):
   every schema that applies to an object) keep each schema's ``properties``
   order; where schemas combine (allOf, anyOf, oneOf, if/then/else, $ref ...)
   their keys may interleave, within a budget of states
-  (json_schema_rules._key_chains); with ``property_order="any"``, up to
+  (json_schema_rules._key_chains), and a key only some alternatives declare
+  may come late (_ObjectProduct.late_failures); with ``property_order="any"``, up to
   json_schema_rules.ANY_ORDER_KEYS of them come in any order. Undeclared ones
   may come anywhere between them. Array items and object members are
   separated by ``,``; whitespace between tokens is bounded (``max_ignored``

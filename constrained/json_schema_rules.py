@@ -22,7 +22,9 @@ sets already failed, members so far). Declared keys come in chains
 (_key_chains: each set's own order; with ``any_order``, up to ANY_ORDER_KEYS
 keys each alone), each key at most once: a key done passes the keys its
 chains list before it, and chains interleave, so the states are the sets of
-keys done, within ORDER_STATES. Undeclared keys come anywhere between them. An
+keys done, within ORDER_STATES. Undeclared keys come anywhere between them, and
+so may a declared key after its turn, failing the sets that declare it, where
+their results cannot change the label (_ObjectProduct.late_failures). An
 array's state is
 (position, failed sets, ``contains`` matches per set, values seen per
 uniqueItems set). States that cannot lead to the wanted label are pruned;
@@ -642,7 +644,7 @@ class _Builder:
             declared = self._declared(product, label, state, c)
             if declared is not None:
                 alternatives.append((declared,))
-        for position in product.late_keys if self.late_keys else ():
+        for position in product.late_keys:
             after = product.late_failures(state, position, label)
             if after is not None:
                 self.late = True
@@ -1044,6 +1046,12 @@ def _undeclared_names(keys: frozenset):
     return _nonempty(dfa.difference(_universe()[1], json_strings.enum_strings(sorted(keys))))
 
 
+def _subsets(members: list):
+    """Every subset of ``members`` (set numbers), as bits."""
+    for mask in range(1 << len(members)):
+        yield sum(1 << member for j, member in enumerate(members) if mask >> j & 1)
+
+
 def _unmet(alive, label) -> int:
     """The sets (bits) whose requirement a value with ``label`` does not meet."""
     return sum(1 << k for k, r in alive if r == FALSE or (r != TRUE and r not in label))
@@ -1088,9 +1096,7 @@ class _Product:
         labels = self._reachable.get(failed)
         if labels is None:
             free = [k for k in range(len(self.sets)) if not failed >> k & 1]
-            labels = self._reachable[failed] = {
-                self.label(sum(1 << free[k] for k in range(len(free)) if mask >> k & 1))
-                for mask in range(1 << len(free))}
+            labels = self._reachable[failed] = {self.label(results) for results in _subsets(free)}
         return labels
 
     def can_reach(self, failed: int, label: frozenset) -> bool:
@@ -1154,7 +1160,7 @@ class _ObjectProduct(_Product):
         self.counting = sum(1 << j for j, a in enumerate(self.sets) if a.max_properties is not None)
         self.late_keys = [k for k, requirements in enumerate(self.key_requirements)
                           if any(not self.declaring[k] >> j & 1 and r != FALSE for j, r in enumerate(requirements))
-                          ] if len(self.sets) <= LATE_KEY_SETS else []
+                          ] if builder.late_keys and len(self.sets) <= LATE_KEY_SETS else []
         return (0, 0, 0, 0)
 
     def _requirements(self, member_of, name=None) -> list:
@@ -1239,10 +1245,10 @@ class _ObjectProduct(_Product):
         must_fail = []
         for k, atom in enumerate(self.sets):
             if failed >> k & 1:
-                if requirements[k] not in (TRUE, FALSE) and self._misleads(k, failed & ~(1 << k), label, True):
+                if requirements[k] not in (TRUE, FALSE) and self._misleads(failed, 1 << k, label):
                     must_fail.append(requirements[k])
-            elif (count < atom.min_properties and self._misleads(k, failed, label, False)
-                  or atom.max_properties is not None and self._misleads(k, failed, label, True)):
+            elif (count < atom.min_properties and self._misleads(failed, 1 << k, label, passed=True)
+                  or atom.max_properties is not None and self._misleads(failed, 1 << k, label)):
                 return None
         return tuple(must_fail)
 
@@ -1263,40 +1269,22 @@ class _ObjectProduct(_Product):
         wrong = (self.declaring[position] | self.counting | failed & self.judging[position]
                  | sum(1 << k for k, a in enumerate(self.sets) if a.min_properties > count))
         after = failed | wrong
-        if not self.can_reach(after, label) or self._misleads_any(after, wrong, label):
+        if not self.can_reach(after, label) or self._misleads(after, wrong, label):
             return None
         return after
 
-    def _misleads_any(self, failed: int, wrong: int, label: frozenset) -> bool:
-        """Whether some of the ``wrong`` sets (counted among ``failed``) holding
-        after all could change a ``label`` reached with ``failed``."""
-        key = (failed, wrong, label)
+    def _misleads(self, failed: int, wrong: int, label: frozenset, passed: bool = False) -> bool:
+        """Whether ``label``, reached with the sets ``failed`` failed, could be
+        wrong because some of the sets ``wrong`` hold after all though counted
+        failed (with ``passed``: fail after all though counted holding)."""
+        key = (failed, wrong, label, passed)
         hit = self._misleading.get(key)
         if hit is None:
-            free = [k for k in range(len(self.sets)) if not failed >> k & 1]
-            uncertain = [k for k in range(len(self.sets)) if wrong >> k & 1]
-            hit = len(free) + len(uncertain) > MAX_SETS or any(
-                self.label(results | sum(1 << uncertain[j] for j in range(len(uncertain)) if mask >> j & 1)) != label
-                for results in (sum(1 << free[j] for j in range(len(free)) if m >> j & 1) for m in range(1 << len(free)))
-                if self.label(results) == label
-                for mask in range(1, 1 << len(uncertain)))
-            self._misleading[key] = hit
-        return hit
-
-    def _misleads(self, k: int, failed: int, label: frozenset, failure: bool) -> bool:
-        """Whether a wrong result for set ``k`` (a failure if ``failure``, else a
-        pass) can give ``label`` where the right one would not, given ``failed``."""
-        key = (k, failed, label, failure)
-        hit = self._misleading.get(key)
-        if hit is None:
-            free = [j for j in range(len(self.sets)) if j != k and not failed >> j & 1]
-            hit = False
-            for mask in range(1 << len(free)):
-                results = sum(1 << free[j] for j in range(len(free)) if mask >> j & 1)
-                wrong, right = (results, results | 1 << k) if failure else (results | 1 << k, results)
-                if self.label(wrong) == label != self.label(right):
-                    hit = True
-                    break
+            free = [k for k in range(len(self.sets)) if not (failed | wrong) >> k & 1]
+            extras = list(_subsets([k for k in range(len(self.sets)) if wrong >> k & 1]))[1:]  # not the empty one
+            hit = any(self.label(counted) == label != self.label(real)
+                      for results in _subsets(free) for extra in extras
+                      for counted, real in [(results | extra, results) if passed else (results, results | extra)])
             self._misleading[key] = hit
         return hit
 

@@ -382,7 +382,8 @@ def walk(matcher, vocab, kinds, closing, rng) -> bytes | None:
 @st.composite
 def object_unions(draw):
     """anyOf / oneOf over objects whose declared keys overlap, often in other
-    orders, and whose undeclared names may repeat where labels differ."""
+    orders: keys only some alternatives declare may come late, and undeclared
+    names may repeat where labels differ."""
     parts = draw(st.lists(objects(scalars), min_size=2, max_size=3))
     return {draw(st.sampled_from(["anyOf", "oneOf"])): [p[0] for p in parts]}, st.one_of(*(p[1] for p in parts))
 
