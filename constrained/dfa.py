@@ -453,6 +453,30 @@ def _refine(block: np.ndarray, columns: np.ndarray) -> np.ndarray:
     return block
 
 
+def _successors(columns: np.ndarray) -> tuple[list, list]:
+    """Each state's distinct successors, in the order its byte classes first
+    name them: (successors one state after another, where each state's begin
+    and the last ends), as lists. Rows are wide (a class per byte run) and
+    name a handful of states, so loops over the graph walk these instead."""
+    n, width = columns.shape
+    by_target = np.argsort(columns, axis=1, kind="stable")
+    ranked = np.take_along_axis(columns, by_target, axis=1)
+    first = np.ones((n, width), dtype=bool)
+    first[:, 1:] = ranked[:, 1:] != ranked[:, :-1]
+    state, _ = np.nonzero(first)
+    in_column_order = np.argsort(state * width + by_target[first], kind="stable")
+    begin = np.concatenate([[0], np.cumsum(first.sum(axis=1))])
+    return ranked[first][in_column_order].tolist(), begin.tolist()
+
+
+def _predecessors(successors: list, begin: list) -> tuple[list, list]:
+    """Each state's distinct predecessors, laid out as _successors lays out successors."""
+    targets = np.array(successors, dtype=np.int64)
+    sources = np.repeat(np.arange(len(begin) - 1), np.diff(begin))
+    by_target = np.argsort(targets, kind="stable")
+    return sources[by_target].tolist(), np.searchsorted(targets[by_target], np.arange(len(begin))).tolist()
+
+
 def _finite_classes(columns: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     """Revuz's minimisation of the acyclic part, leaves first: a state all of
     whose paths end (its language is finite) gets an id from its acceptance and
@@ -463,23 +487,18 @@ def _finite_classes(columns: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     Counted repeats make long acyclic chains, on which Moore's refinement needs
     as many whole-table rounds as the chain is long; this is one pass."""
     sink = len(columns) - 1
+    after, after_begin = _successors(columns)
+    before, begin = _predecessors(after, after_begin)
+    remaining = (np.diff(after_begin) - (columns == sink).any(axis=1)).tolist()  # successors but the sink
     successors = columns.tolist()
     accepts = accepting.tolist()
-    remaining = [0] * (sink + 1)
-    before: list[list[int]] = [[] for _ in range(sink + 1)]
-    for state, row in enumerate(successors[:sink]):
-        targets = set(row)
-        targets.discard(sink)
-        remaining[state] = len(targets)
-        for target in targets:
-            before[target].append(state)
     language = [-1] * sink + [0]
     ids = {(False,) + (0,) * columns.shape[1]: 0}
     ready = [state for state in range(sink) if remaining[state] == 0]
     for state in ready:  # grows while it is read: a topological order from the leaves
         key = (accepts[state], *[language[t] for t in successors[state]])
         language[state] = ids.setdefault(key, len(ids))
-        for earlier in before[state]:
+        for earlier in before[begin[state]:begin[state + 1]]:
             remaining[earlier] -= 1
             if remaining[earlier] == 0:
                 ready.append(earlier)
@@ -488,14 +507,11 @@ def _finite_classes(columns: np.ndarray, accepting: np.ndarray) -> np.ndarray:
 
 def _live(columns: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     """The states from which an accepting state is reachable."""
-    before: list[list[int]] = [[] for _ in range(len(columns))]
-    for state, row in enumerate(columns.tolist()):
-        for target in set(row):
-            before[target].append(state)
+    before, begin = _predecessors(*_successors(columns))
     live = accepting.tolist()
     todo = [state for state, yes in enumerate(live) if yes]
     for state in todo:
-        for earlier in before[state]:
+        for earlier in before[begin[state]:begin[state + 1]]:
             if not live[earlier]:
                 live[earlier] = True
                 todo.append(earlier)
@@ -505,14 +521,11 @@ def _live(columns: np.ndarray, accepting: np.ndarray) -> np.ndarray:
 def _above_cycles(columns: np.ndarray) -> list[int]:
     """The states no cycle leads to, each before the states it leads to (peeled
     from the top: a state goes once every state before it has gone)."""
-    rows = [set(row) for row in columns.tolist()]
-    waiting = [0] * len(rows)
-    for row in rows:
-        for target in row:
-            waiting[target] += 1
+    successors, begin = _successors(columns)
+    waiting = np.bincount(successors, minlength=len(columns)).tolist()
     order = [state for state, count in enumerate(waiting) if count == 0]
     for state in order:  # grows while it is read
-        for target in rows[state]:
+        for target in successors[begin[state]:begin[state + 1]]:
             waiting[target] -= 1
             if waiting[target] == 0:
                 order.append(target)
@@ -573,11 +586,11 @@ def minimize(transitions: np.ndarray, accepting: np.ndarray, start: int = 0) -> 
     # One representative per block, blocks renumbered in breadth-first order from the start.
     representative = np.zeros(n_blocks, dtype=np.int64)
     representative[block[::-1]] = np.arange(n + 1)[::-1]
-    order, seen = [block[start]], {block[start]}
-    successors = block[columns].tolist()
+    order, seen = [block[start]], {block[start], dead_block}
+    successors, begin = _successors(block[columns][representative])
     for b in order:
-        for nb in successors[representative[b]]:
-            if nb != dead_block and nb not in seen:
+        for nb in successors[begin[b]:begin[b + 1]]:
+            if nb not in seen:
                 seen.add(nb)
                 order.append(nb)
     new_id = np.full(n_blocks, DEAD, dtype=np.int32)
