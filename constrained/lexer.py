@@ -20,14 +20,18 @@ which valid terminal a complete lexeme is emitted as (``choice``: higher
 priority first, then a string literal before a regex, then lark's order).
 """
 
+from functools import lru_cache
+
 import numpy as np
 
 from .dfa import DFA, minimize, ranges
 from .errors import ConstrainedError
 
 
+@lru_cache(maxsize=64)
 def bounded(dfa: DFA, limit: int) -> DFA:
-    """``dfa`` restricted to strings of at most ``limit`` bytes."""
+    """``dfa`` restricted to strings of at most ``limit`` bytes (remembered: every
+    schema bounds the same whitespace terminal, DFAs being compared by identity)."""
     n, width = dfa.n_states, limit + 1
     ids = np.arange(n)[:, None] * width + np.arange(width)[None, :]  # (state, bytes so far)
     transitions = np.full((n * width, 256), -1, dtype=np.int32)
@@ -222,12 +226,11 @@ class Lexer:
         codes per byte class: a state, -1 dead, or -2 - g for the block state of
         global DFA state g). None where two sets share a digest; _TooLarge past
         ``budget`` (state, live terminal) pairs."""
-        live = columns >= 0
-        # Per (global DFA state, class), what a live target adds to its set's sums: 1 to the count
-        # (low 24 bits) and itself above them; and a random weight to the digest.
-        counted = np.where(live, (columns.astype(np.uint64) << 24) | 1, np.uint64(0))
-        weighed = np.where(live, rng.integers(0, 2**63, size=len(columns), dtype=np.int64).astype(np.uint64)[columns],
-                           np.uint64(0))
+        # Per (global DFA state, class), what a live target adds to its set's sum: 1 to the count
+        # (low 24 bits) and itself above them. A set of several is told by its digest, the sum of
+        # its members' random weights.
+        counted = np.where(columns >= 0, (columns.astype(np.uint64) << 24) | 1, np.uint64(0))
+        weight = rng.integers(0, 2**63, size=len(columns), dtype=np.int64).astype(np.uint64)
         n = len(starts)
         flat = np.concatenate(starts).astype(np.int64)
         bounds = np.concatenate([[0], np.cumsum([len(start) for start in starts])])
@@ -242,22 +245,22 @@ class Lexer:
             targets = columns[flat]  # (member, class)
             packed = _segment_sums(counted[flat], bounds)  # (state, class)
             count = (packed & 0xFFFFFF).astype(np.int64)
-            digest = _segment_sums(weighed[flat], bounds)
             code = np.where(count == 1, -2 - (packed >> 24).astype(np.int64), -1)
             several = np.nonzero(count >= 2)
-            unique, first, inverse = np.unique(digest[several], return_index=True, return_inverse=True)
+            # Every such entry's live targets in order (ascending, as its state's members are).
+            lengths = bounds[several[0] + 1] - bounds[several[0]]
+            entries = targets[ranges(bounds[several[0]], lengths), np.repeat(several[1], lengths)]
+            entries = entries[entries >= 0]
+            counts = count[several]
+            firsts = np.concatenate([[0], np.cumsum(counts)])
+            digest = np.add.reduceat(weight[entries], firsts[:-1]) if len(counts) else np.zeros(0, dtype=np.uint64)
+            unique, first, inverse = np.unique(digest, return_index=True, return_inverse=True)
             ids = np.array([known.get(d, -1) for d in unique.tolist()], dtype=np.int64)
             new = np.flatnonzero(ids < 0)
             ids[new] = np.arange(n, n + len(new))
             known.update(zip(unique[new].tolist(), ids[new].tolist()))
             code[several] = ids[inverse.ravel()]
-            # Every entry's live targets in order (ascending, as its state's members are), and each entry's length.
-            lengths = bounds[several[0] + 1] - bounds[several[0]]
-            entries = targets[ranges(bounds[several[0]], lengths), np.repeat(several[1], lengths)]
-            entries = entries[entries >= 0]
-            counts = count[several]
             # The new states' members: those of the first entry with their digest.
-            firsts = np.concatenate([[0], np.cumsum(counts)])
             picked = entries[ranges(firsts[first[new]], counts[first[new]])]
             begin.extend(len(members.values) + np.cumsum(counts[first[new]]))
             members.extend(picked)
