@@ -477,26 +477,42 @@ def _predecessors(successors: list, begin: list) -> tuple[list, list]:
     return sources[by_target].tolist(), np.searchsorted(targets[by_target], np.arange(len(begin))).tolist()
 
 
-def _finite_classes(columns: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+def _sparse_rows(columns: np.ndarray) -> tuple[list, list, list]:
+    """Each state's row of byte classes without its transitions to the sink (the
+    last state): (per state, an id of where its row leaves the sink; the targets
+    there, one state after another; where each state's begin). Minimisation sends
+    every dead transition to the sink first, so no other target has the sink's
+    language: two rows are equal exactly when they leave the sink at the same
+    places for states of the same language, and a state's key is its acceptance,
+    its id and those few targets' languages, not a whole row."""
+    elsewhere = columns != len(columns) - 1
+    patterns: dict = {}
+    pattern = [patterns.setdefault(row, len(patterns)) for row in map(bytes, np.packbits(elsewhere, axis=1))]
+    begin = np.concatenate([[0], np.cumsum(elsewhere.sum(axis=1))])
+    return pattern, columns[elsewhere].tolist(), begin.tolist()
+
+
+def _finite_classes(columns: np.ndarray, accepting: np.ndarray, successors: tuple, rows: tuple) -> np.ndarray:
     """Revuz's minimisation of the acyclic part, leaves first: a state all of
     whose paths end (its language is finite) gets an id from its acceptance and
     its successors' ids, so ids are equal exactly when languages are; the empty
     language is 0. States on or leading to a cycle get -1. ``columns`` has the
-    sink (the last state, the empty language) wherever a transition is dead.
+    sink (the last state, the empty language) wherever a transition is dead;
+    ``successors`` and ``rows`` are its _successors and _sparse_rows.
 
     Counted repeats make long acyclic chains, on which Moore's refinement needs
     as many whole-table rounds as the chain is long; this is one pass."""
     sink = len(columns) - 1
-    after, after_begin = _successors(columns)
+    pattern, targets, at = rows
+    after, after_begin = successors
     before, begin = _predecessors(after, after_begin)
     remaining = (np.diff(after_begin) - (columns == sink).any(axis=1)).tolist()  # successors but the sink
-    successors = columns.tolist()
     accepts = accepting.tolist()
     language = [-1] * sink + [0]
-    ids = {(False,) + (0,) * columns.shape[1]: 0}
+    ids = {(False, pattern[sink]): 0}
     ready = [state for state in range(sink) if remaining[state] == 0]
     for state in ready:  # grows while it is read: a topological order from the leaves
-        key = (accepts[state], *[language[t] for t in successors[state]])
+        key = (accepts[state], pattern[state], *[language[t] for t in targets[at[state]:at[state + 1]]])
         language[state] = ids.setdefault(key, len(ids))
         for earlier in before[begin[state]:begin[state + 1]]:
             remaining[earlier] -= 1
@@ -518,11 +534,11 @@ def _live(columns: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     return np.array(live, dtype=bool)
 
 
-def _above_cycles(columns: np.ndarray) -> list[int]:
+def _above_cycles(successors: list, begin: list) -> list[int]:
     """The states no cycle leads to, each before the states it leads to (peeled
-    from the top: a state goes once every state before it has gone)."""
-    successors, begin = _successors(columns)
-    waiting = np.bincount(successors, minlength=len(columns)).tolist()
+    from the top: a state goes once every state before it has gone), given each
+    state's successors as _successors lays them out."""
+    waiting = np.bincount(successors, minlength=len(begin) - 1).tolist()
     order = [state for state, count in enumerate(waiting) if count == 0]
     for state in order:  # grows while it is read
         for target in successors[begin[state]:begin[state + 1]]:
@@ -532,16 +548,19 @@ def _above_cycles(columns: np.ndarray) -> list[int]:
     return order
 
 
-def _class_above(block: np.ndarray, above: list, columns: np.ndarray, accepting: np.ndarray, kept: np.ndarray) -> None:
+def _class_above(block: np.ndarray, above: list, rows: tuple, accepting: np.ndarray, kept: np.ndarray) -> None:
     """Blocks for the states ``above`` (see _above_cycles), leaves first: a state's
-    block is given by its acceptance and its successors' blocks, the same key
-    as a refined block with that language has."""
+    block is given by its acceptance and its successors' blocks (keyed as in
+    _finite_classes, ``rows`` being the _sparse_rows), the same key as a refined
+    block with that language has."""
+    pattern, targets, at = rows
+    blocks, accepts = block.tolist(), accepting.tolist()
     ids = {}
-    for state, row, accepts in zip(kept.tolist(), block[columns[kept]].tolist(), accepting[kept].tolist()):
-        ids.setdefault((accepts, *row), int(block[state]))
-    blocks, rows, accepts = block.tolist(), columns.tolist(), accepting.tolist()
+    for state in kept.tolist():
+        ids.setdefault((accepts[state], pattern[state], *[blocks[t] for t in targets[at[state]:at[state + 1]]]),
+                       blocks[state])
     for state in reversed(above):
-        key = (accepts[state], *[blocks[t] for t in rows[state]])
+        key = (accepts[state], pattern[state], *[blocks[t] for t in targets[at[state]:at[state + 1]]])
         blocks[state] = ids.setdefault(key, len(ids))
     block[above] = np.array(blocks)[above]
 
@@ -559,14 +578,15 @@ def minimize(transitions: np.ndarray, accepting: np.ndarray, start: int = 0) -> 
     # every remaining cycle is live and "finite language" means "acyclic".
     with gc_paused():
         columns = np.where(_live(columns, accepting_full)[columns], columns, sink)
-        finite = _finite_classes(columns, accepting_full)
+        graph, rows = _successors(columns), _sparse_rows(columns)
+        finite = _finite_classes(columns, accepting_full, graph, rows)
     # Moore's refinement for the states a cycle leads to, from a partition that
     # already separates every finite language: cyclic states start as accepting
     # or not. The states above them (a trie of keys in front of a string loop)
     # are classed after, leaves first, in one pass.
     start_block = np.where(finite >= 0, finite, np.where(accepting_full, finite.max() + 1, finite.max() + 2))
     with gc_paused():
-        above = _above_cycles(columns)
+        above = _above_cycles(*graph)
     if above:
         below = np.ones(n + 1, dtype=bool)
         below[above] = False
@@ -576,7 +596,7 @@ def minimize(transitions: np.ndarray, accepting: np.ndarray, start: int = 0) -> 
         block = np.empty(n + 1, dtype=np.int64)
         block[kept] = _refine(start_block[kept], renamed[columns[kept]])
         with gc_paused():
-            _class_above(block, above, columns, accepting_full, kept)
+            _class_above(block, above, rows, accepting_full, kept)
     else:
         block = _refine(start_block, columns)
     n_blocks = int(block.max()) + 1
