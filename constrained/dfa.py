@@ -678,13 +678,40 @@ def union(*dfas: DFA) -> DFA:
     return dfas[0]
 
 
+def minus_finite(a: DFA, b: DFA) -> DFA:
+    """The strings of ``a`` but those of ``b``, a finite language all of whose
+    strings ``a`` accepts, with no minimisation. A state of the product is a pair
+    (p, q) whose language is ``a``'s from p but ``b``'s from q, a finite set
+    inside it. Two pairs with the same p differ since b's states do (b is
+    minimal); two with different p differ where no two states of ``a`` differ
+    on finitely many strings only, as in json_strings.string() (a test checks
+    it): then the product, without its dead ends, is already minimal."""
+    columns, byte_class, accepting = _product_table(a, b, need_a=True, need_b=False, accept=lambda x, y: x & ~y)
+    sink = len(accepting)
+    with gc_paused():
+        live = _live(np.where(columns >= 0, columns, sink), np.append(accepting, False))[:sink]
+    if not live[0]:
+        return empty()
+    number = np.where(live, np.cumsum(live) - 1, DEAD)  # the start pair is live and stays 0
+    kept = np.flatnonzero(live)
+    table = columns[kept][:, byte_class]
+    return DFA(np.where(table >= 0, number[np.maximum(table, 0)], DEAD).astype(np.int32), accepting[kept])
+
+
 def _product(a: DFA, b: DFA, need_a: bool, need_b: bool, accept) -> DFA:
+    columns, byte_class, accepting = _product_table(a, b, need_a, need_b, accept)
+    return _minimal(columns[:, byte_class].astype(np.int32), accepting)
+
+
+def _product_table(a: DFA, b: DFA, need_a: bool, need_b: bool, accept) -> tuple:
     """The product automaton of the state pairs reachable from (start, start),
-    built breadth first, a whole frontier at a time. A pair where a side is dead
-    is kept only if that side is not needed (``need_a``, ``need_b``) to accept:
-    every state of a trimmed DFA is live, so that prunes exactly the pairs that
-    can never accept. States are numbered ``state_a * width + state_b`` with the
-    dead state as the last number on each side."""
+    built breadth first, a whole frontier at a time, as (transitions per byte
+    class, the class of each byte, accepting).
+    A pair where a side is dead is kept only if that side is not needed
+    (``need_a``, ``need_b``) to accept: every state of a trimmed DFA is live, so
+    that prunes exactly the pairs that can never accept. States are numbered
+    ``state_a * width + state_b`` with the dead state as the last number on
+    each side while exploring, then in the order they were found (the start 0)."""
     dead_a, dead_b = a.n_states, b.n_states
     width = dead_b + 1
     table_a = np.vstack([a.transitions, np.full((1, 256), DEAD, dtype=np.int32)])
@@ -726,4 +753,4 @@ def _product(a: DFA, b: DFA, need_a: bool, need_b: bool, accept) -> DFA:
     states = np.concatenate(levels)
     accepting_a = np.append(a.accepting, False)[states // width]
     accepting_b = np.append(b.accepting, False)[states % width]
-    return _minimal(ids[:, byte_class].astype(np.int32), accept(accepting_a, accepting_b))
+    return ids, byte_class, accept(accepting_a, accepting_b)

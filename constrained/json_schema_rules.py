@@ -1043,7 +1043,7 @@ def _merged_order(orders: list) -> list:
 def _undeclared_names(keys: frozenset):
     """The JSON strings other than ``keys`` (None: none), a DFA shared by the
     objects that declare the same keys (in several contexts, or schemas)."""
-    return _nonempty(dfa.difference(_universe()[1], json_strings.enum_strings(sorted(keys))))
+    return _nonempty(dfa.minus_finite(_universe()[1], json_strings.enum_strings(sorted(keys))))
 
 
 def _subsets(members: list):

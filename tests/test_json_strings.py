@@ -14,9 +14,10 @@ from hypothesis.provisional import domains, urls
 from jsonschema import Draft202012Validator
 
 from constrained import ConstrainedError
-from constrained.dfa import difference, from_regex, is_empty
+from constrained.dfa import difference, from_regex, is_empty, minimize, minus_finite, union
 from constrained.json_strings import _encoding, _quoted, enum_strings, string, string_literal
 from dfa_members import members
+from test_dfa_operations import assert_minimal
 
 FORMAT_CHECKER = Draft202012Validator.FORMAT_CHECKER
 
@@ -285,6 +286,45 @@ def test_literals_in_every_spelling(values, other):
         assert all(dfa.matches(s) for s in spellings(value))
     assert any(dfa.matches(s) for s in spellings(other)) == (other in values)
     assert string_literal(values[0]).matches(json.dumps(values[0]).encode())
+
+
+@given(keys=st.lists(tricky_text | no_surrogates, min_size=1, max_size=6), other=tricky_text | st.text(max_size=6))
+def test_strings_but_some_keys(keys, other):
+    """minus_finite leaves out the keys in every spelling, and no other string,
+    with no minimisation and yet a minimal automaton."""
+    keys = [k for k in keys if not any(0xD800 <= ord(c) <= 0xDFFF for c in k)]
+    rest = minus_finite(string(), enum_strings(keys))
+    for key in keys:
+        assert not any(rest.matches(s) for s in spellings(key))
+    assert all(rest.matches(s) for s in spellings(other)) == (other not in keys)
+    assert_minimal(rest)
+
+
+def _infinite(dfa) -> bool:
+    """Whether a trimmed DFA has a cycle (Kahn's algorithm leaves some state)."""
+    successors = [set(row[row >= 0].tolist()) for row in dfa.transitions]
+    waiting = [0] * dfa.n_states
+    for targets in successors:
+        for t in targets:
+            waiting[t] += 1
+    order = [q for q in range(dfa.n_states) if not waiting[q]]
+    for q in order:
+        for t in successors[q]:
+            waiting[t] -= 1
+            if not waiting[t]:
+                order.append(t)
+    return len(order) < dfa.n_states
+
+
+def test_string_states_differ_on_infinitely_many_strings():
+    """What makes minus_finite's product minimal: no two states of string() have
+    languages that differ on finitely many strings only."""
+    strings = string()
+    languages = [minimize(strings.transitions, strings.accepting, start=q) for q in range(strings.n_states)]
+    for p in range(strings.n_states):
+        for q in range(p):
+            apart = union(difference(languages[p], languages[q]), difference(languages[q], languages[p]))
+            assert _infinite(apart), (p, q)
 
 
 @given(values=st.lists(tricky_text | no_surrogates, min_size=1, max_size=6), escapes=st.sampled_from(["any", "dumps"]))
