@@ -97,6 +97,7 @@ _SHARED_START_PAIRS = 100_000  # (state, live terminal) pairs explored from one 
 # Past this many terminals the product from one shared start outgrew _SHARED_START_PAIRS in every
 # MaskBench schema tried (the 300 slowest to compile, up to 229 terminals where it did not): skip it.
 _SHARED_START_TERMINALS = 250
+_FEW_ENTRIES = 64  # levels with at most this many entries of several live terminals number their states in a dictionary
 _MAX_STATE_TERMINALS = 50_000_000  # states x terminals of a lexer (its tables take about 10 bytes per pair)
 
 
@@ -254,17 +255,32 @@ class Lexer:
             counts = count[several]
             firsts = np.concatenate([[0], np.cumsum(counts)])
             digest = np.add.reduceat(weight[entries], firsts[:-1]) if len(counts) else np.zeros(0, dtype=np.uint64)
-            unique, first, inverse = np.unique(digest, return_index=True, return_inverse=True)
-            ids = np.array([known.get(d, -1) for d in unique.tolist()], dtype=np.int64)
-            new = np.flatnonzero(ids < 0)
-            ids[new] = np.arange(n, n + len(new))
-            known.update(zip(unique[new].tolist(), ids[new].tolist()))
-            code[several] = ids[inverse.ravel()]
+            # Each entry's state: known by its digest, or new. Most levels are small, where a dictionary
+            # beats sorting (np.unique).
+            if len(digest) <= _FEW_ENTRIES:
+                named, first = [], []  # per entry its state; per new state its first entry
+                for k, d in enumerate(digest.tolist()):
+                    found = known.get(d)
+                    if found is None:
+                        found = known[d] = n + len(first)
+                        first.append(k)
+                    named.append(found)
+                code[several] = named
+                first = np.array(first, dtype=np.int64)
+            else:
+                unique, first, inverse = np.unique(digest, return_index=True, return_inverse=True)
+                ids = np.array([known.get(d, -1) for d in unique.tolist()], dtype=np.int64)
+                new = np.flatnonzero(ids < 0)
+                ids[new] = np.arange(n, n + len(new))
+                known.update(zip(unique[new].tolist(), ids[new].tolist()))
+                code[several] = ids[inverse.ravel()]
+                first = first[new]
             # The new states' members: those of the first entry with their digest.
-            picked = entries[ranges(firsts[first[new]], counts[first[new]])]
-            begin.extend(len(members.values) + np.cumsum(counts[first[new]]))
+            picked = entries[ranges(firsts[first], counts[first])]
+            begin.extend(len(members.values) + np.cumsum(counts[first]))
             members.extend(picked)
-            n += len(new)
+            new_ids = np.arange(n, n + len(first))
+            n += len(first)
             # Every entry must be exactly the set its digest named: the same members, in order.
             starts_of = begin.values[:-1]
             if not np.array_equal(np.diff(begin.values)[code[several]], counts):
@@ -272,8 +288,8 @@ class Lexer:
             if not np.array_equal(members.values[ranges(starts_of[code[several]], counts)], entries):
                 return None
             levels.append((level_ids, code))
-            state, cls = several[0][first[new]], several[1][first[new]]
-            level_ids, flat, bounds = ids[new], picked, np.concatenate([[0], np.cumsum(count[state, cls])])
+            state, cls = several[0][first], several[1][first]
+            level_ids, flat, bounds = new_ids, picked, np.concatenate([[0], np.cumsum(count[state, cls])])
         return members.values, begin.values, levels
 
     def context(self, acceptable: frozenset, valid: frozenset) -> LexContext:
