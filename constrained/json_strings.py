@@ -350,7 +350,7 @@ def _spelled(values: tuple, encoding) -> DFA:
     merged = list(range(len(edges)))
     seen: dict = {}
     for state in range(len(edges) - 1, -1, -1):
-        key = (accepting[state], tuple(sorted((byte_set, merged[t]) for byte_set, t in edges[state].items())))
+        key = (accepting[state], frozenset([(byte_set, merged[t]) for byte_set, t in edges[state].items()]))
         merged[state] = seen.setdefault(key, state)
     kept = sorted(set(merged))
     number = {state: i for i, state in enumerate(kept)}
