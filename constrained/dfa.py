@@ -607,7 +607,7 @@ def minimize(transitions: np.ndarray, accepting: np.ndarray, start: int = 0) -> 
     representative = np.zeros(n_blocks, dtype=np.int64)
     representative[block[::-1]] = np.arange(n + 1)[::-1]
     order, seen = [block[start]], {block[start], dead_block}
-    successors, begin = _successors(block[columns][representative])
+    successors, begin = _successors(block[columns[representative]])
     for b in order:
         for nb in successors[begin[b]:begin[b + 1]]:
             if nb not in seen:
