@@ -49,6 +49,7 @@ _BESIDE_NODES = 30_000  # trie nodes walked beside it before a row is walked who
 _EXITS_KEPT = 4096  # per terminal, states whose exits are kept (the most recently used)
 _FEW_IDS = 2048  # token sets up to this size are packed word by word, larger ones through a bool per token
 _TRIE_WALKED = 60_000  # token sets larger than this are walked through the lexer down the trie, not token by token
+_FEW_WALKING = 32  # a walk left with this few tokens finishes them one at a time: a numpy call costs more than a byte
 
 
 class _Walk:
@@ -456,6 +457,9 @@ class GrammarIndex:
         pos = off.copy()
         ended, end_state, b_tok, b_off, b_p = [], [], [], [], []
         while len(tok):
+            if len(tok) <= _FEW_WALKING:  # the long tokens of a group, often: byte after byte, few at a time
+                self._finish_walk(tok, pos, state, alive, trans, (ended, end_state, b_tok, b_off, b_p))
+                break
             done = pos >= lengths[tok]
             if done.any():
                 ended.append(tok[done])
@@ -475,6 +479,28 @@ class GrammarIndex:
             state = nxt.astype(np.int64)
             pos = pos + 1
         return _cat(ended), _cat(end_state), _cat(b_tok), _cat(b_off), _cat(b_p)
+
+    def _finish_walk(self, tok, pos, state, alive, trans, found) -> None:
+        """``_walk``'s loop for a few tokens, one token at a time: appends to its
+        lists (``found``) what the loop would have, in the same order (by bytes
+        walked, then by place in ``tok``), so that groups keep their ids."""
+        flat, tokens = trans.ravel(), self.vocab.tokens
+        ended, left = [], []
+        for i, (t, p, s) in enumerate(zip(tok.tolist(), pos.tolist(), state.tolist())):
+            data, first = tokens[t], p
+            while p < len(data):
+                after = flat.item((s << 8) + data[p])
+                if not alive.item(after):
+                    left.append((p - first, i, t, p, s))
+                    break
+                s, p = after, p + 1
+            else:
+                ended.append((p - first, i, t, s))
+        ended.sort()
+        left.sort()
+        columns = [[e[2] for e in ended], [e[3] for e in ended], [e[2] for e in left], [e[3] for e in left], [e[4] for e in left]]
+        for into, values in zip(found, columns):
+            into.append(np.array(values, dtype=np.int64))
 
 
 def _group(tok: np.ndarray, off: np.ndarray) -> _Group:
