@@ -1039,11 +1039,25 @@ def _merged_order(orders: list) -> list:
     return merged
 
 
+@lru_cache(maxsize=None)
+def _names():
+    """The property names of the objects a schema describes: JSON strings as
+    json.dumps spells them (see json_strings, escapes="dumps"), so that a key
+    has a few spellings, not one per way of escaping each character."""
+    return json_strings.string(escapes="dumps")
+
+
+@lru_cache(maxsize=4096)
+def _name(key: str):
+    """The spellings of the property name ``key`` among ``_names()``."""
+    return json_strings.string_literal(key, escapes="dumps")
+
+
 @lru_cache(maxsize=1024)
 def _undeclared_names(keys: frozenset):
-    """The JSON strings other than ``keys`` (None: none), a DFA shared by the
+    """The property names other than ``keys`` (None: none), a DFA shared by the
     objects that declare the same keys (in several contexts, or schemas)."""
-    return _nonempty(dfa.minus_finite(_universe()[1], json_strings.enum_strings(sorted(keys))))
+    return _nonempty(dfa.minus_finite(_names(), json_strings.enum_strings(sorted(keys), escapes="dumps")))
 
 
 def _subsets(members: list):
@@ -1134,7 +1148,7 @@ class _ObjectProduct(_Product):
             for i, k in enumerate(chain):
                 self.owner.setdefault(k, c)
                 self.before[k] |= sum(1 << earlier for earlier in chain[:i])
-        self.key_languages = [scalar_literal(k) for k in keys]
+        self.key_languages = [_name(k) for k in keys]
         self.requires = [sum(1 << k for k, atom in enumerate(self.sets) if name in atom.required) for name in keys]
         self.required_keys = [sum(1 << j for j, name in enumerate(keys) if name in atom.required) for atom in self.sets]
         self.count_cap = max((max(a.min_properties, a.max_properties + 1 if a.max_properties is not None else 0)
@@ -1143,7 +1157,7 @@ class _ObjectProduct(_Product):
             raise ConstrainedError(f"minProperties/maxProperties of {self.count_cap - 1} at "
                                    f"{where(builder.schemas.node(self.set_nodes[0]).pointer)} are too large to "
                                    f"enforce exactly (at most {MAX_COUNT})")
-        strings = _universe()[1]
+        strings = _names()
         # None: any name; an empty language (propertyNames: false) allows none.
         self.names = [None if a.names == TRUE else _and(builder.scalar(a.names), strings) or dfa.empty()
                       for a in self.sets]

@@ -393,6 +393,26 @@ def test_strict_properties_forbids_undeclared_keys():
     assert not accepts(negated, {"a": "x"})
 
 
+@pytest.mark.parametrize("schema", [
+    {"properties": {"a": {"type": "integer"}, "é": {"type": "integer"}}},
+    {"properties": {"a": {"type": "integer"}}, "patternProperties": {"^[ab]$": {"type": "integer"}}},
+    {"type": "object"},
+    True,
+])
+def test_property_names_are_spelled_as_json_dumps_writes_them(schema):
+    """Property names are accepted as json.dumps spells them (either
+    ensure_ascii) and in no other spelling (\\u for a printable ASCII
+    character, upper-case hex, \\/), so a declared key cannot come back as an
+    undeclared name; values keep every spelling."""
+    grammar = compiled(schema)
+    for value in [{"a": 1}, {"é": 2, "a/b": 3, "q\"\n": 4, "\u2028": 5}]:
+        assert valid(schema, value)
+        assert accepts(grammar, value) and accepts(grammar, value, ensure_ascii=False)
+    for text in ['{"\\u0061": "x"}', '{"\\u00E9": "x"}', '{"a\\/b": "x"}']:
+        assert not grammar.matches(text)
+    assert grammar.matches('{"s": "\\u0061\\u00E9\\/"}') == valid(schema, {"s": "aé/"})  # values: any spelling
+
+
 DUPLICATES = [  # (schema, JSON text with a repeated undeclared name, whether it is valid as json.loads reads it)
     ({"not": {"additionalProperties": {"type": "string"}}}, '{"x": 1, "x": "s"}', False),
     ({"minProperties": 2}, '{"x": 1, "x": 2}', False),
