@@ -73,6 +73,10 @@ their ``$ref``, which stands for its target alone):
   (json_schema_rules._ObjectProduct.repeat_must_fail).
 * Numbers compare by value (an ``enum`` of ``1`` also allows ``1.0``); strings
   by code points whatever their escaping.
+* Strings (values and property names) are spelled as json.dumps writes them,
+  with ensure_ascii on or off (``ESCAPES``, json_strings' "dumps"): an ASCII
+  character has one spelling, not one per way of escaping it, so keys,
+  enums and formats take several times fewer states.
 """
 
 import json as json_lib
@@ -87,6 +91,7 @@ from .grammar import MAX_IGNORED, Grammar, grammar_from_rules
 from .json_references import Documents, escape, where
 
 ANY = "any"  # an atom with no constraint for its type (Node.scalar / .obj / .arr)
+ESCAPES = "dumps"  # how the output spells strings (json_strings.string's escapes)
 TYPES = ("null", "boolean", "integer", "number", "string", "object", "array")
 
 # Keywords that only annotate or organise (the specification has them ignored by validation).
@@ -745,12 +750,14 @@ def _nonempty(language):
 
 @lru_cache(maxsize=4096)
 def _string_language(**args):
-    return _nonempty(json_strings.string(**args))
+    return _nonempty(json_strings.string(**args, escapes=ESCAPES))
 
 
 @lru_cache(maxsize=1024)
 def _enum_strings(values: tuple):
-    return json_strings.enum_strings(values) if len(values) > 1 else json_strings.string_literal(values[0])
+    if len(values) > 1:
+        return json_strings.enum_strings(values, escapes=ESCAPES)
+    return json_strings.string_literal(values[0], escapes=ESCAPES)
 
 
 @lru_cache(maxsize=1024)
@@ -765,13 +772,13 @@ def _number_language(integer: bool, digits_only: bool, **args):
 
 @lru_cache(maxsize=16384, typed=True)  # typed: 1, 1.0 and True are different literals
 def scalar_literal(value):
-    """The DFA of every JSON spelling of the scalar ``value``."""
+    """The DFA of the scalar ``value``: every spelling of a number, a string as ESCAPES says."""
     if value is None:
         return dfa.literal(b"null")
     if isinstance(value, bool):
         return dfa.literal(b"true" if value else b"false")
     if isinstance(value, str):
-        return json_strings.string_literal(value)
+        return json_strings.string_literal(value, escapes=ESCAPES)
     if isinstance(value, (int, float)):
         return json_numbers.number(minimum=value, maximum=value)
     raise ConstrainedError(f"malformed schema: {value!r} is not a JSON value")

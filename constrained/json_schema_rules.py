@@ -60,7 +60,7 @@ import numpy as np
 from . import dfa, json_formats, json_numbers, json_strings
 from .errors import ConstrainedError
 from .json_references import where
-from .json_schema import ANY, FALSE, TRUE, ArrayAtom, Node, Schemas, scalar_literal
+from .json_schema import ANY, ESCAPES, FALSE, TRUE, ArrayAtom, Node, Schemas, scalar_literal
 
 MAX_ALTERNATIVES = 60_000  # grammar alternatives one schema may need
 MAX_SETS = 12  # object (array) keyword sets combined for one value
@@ -79,7 +79,7 @@ ORDER_STATES = 64  # sets of declared keys done that interleaved key orders may 
 @lru_cache(maxsize=None)
 def _universe():
     """(all JSON scalars, all JSON strings, all other scalars) as DFAs."""
-    strings = json_strings.string()
+    strings = json_strings.string(escapes=ESCAPES)
     others = dfa.union(dfa.literal(b"null"), dfa.literal(b"true"), dfa.literal(b"false"), json_numbers.number())
     return dfa.union(others, strings), strings, others
 
@@ -89,7 +89,7 @@ def _string_content(lengths: tuple):
     """The text between the quotes of the strings with these numbers of code
     points: the closing quote is a '"' that ends the string (one that follows
     a backslash is part of an escape and stays)."""
-    quoted = dfa.union(*[json_strings.string(min_length=n, max_length=n) for n in lengths])
+    quoted = dfa.union(*[json_strings.string(min_length=n, max_length=n, escapes=ESCAPES) for n in lengths])
     quote = ord('"')
     after = quoted.transitions[:, quote]
     closing = (after >= 0) & quoted.accepting[np.maximum(after, 0)]
@@ -128,7 +128,8 @@ def _undecided_texts(formats: frozenset, numbers: bool):
     (json_formats.UNDECIDED), and with ``numbers`` the numbers that bounds,
     integer, multipleOf and numeric enum/const may read wrong (outside
     json_numbers.DECIDED), or None."""
-    parts = [json_strings.matching(json_formats.UNDECIDED[f]) for f in sorted(formats & json_formats.UNDECIDED.keys())]
+    parts = [json_strings.matching(json_formats.UNDECIDED[f], escapes=ESCAPES)
+             for f in sorted(formats & json_formats.UNDECIDED.keys())]
     if numbers:
         parts.append(dfa.difference(json_numbers.number(), dfa.from_regex(json_numbers.DECIDED)))
     return dfa.union(*parts) if parts else None
@@ -210,7 +211,7 @@ def _cap_node(schemas: Schemas, max_string_length: int | None, max_items: int | 
             if cap.long_string:  # counted by rules, as a long maxLength is
                 cap.scalar = _universe()[2]
             else:
-                cap.scalar = dfa.union(_universe()[2], json_strings.string(max_length=max_string_length))
+                cap.scalar = dfa.union(_universe()[2], json_strings.string(max_length=max_string_length, escapes=ESCAPES))
         if max_items is not None:
             cap.arr = ArrayAtom(max_items=max_items, pointer=cap.pointer)
         return cap
@@ -375,7 +376,7 @@ class _Builder:
         string constraints (patterns, formats, enums, keys)."""
         low, high = node.long_string
         try:
-            return _nonempty(json_strings.string(min_length=low, max_length=high))
+            return _nonempty(json_strings.string(min_length=low, max_length=high, escapes=ESCAPES))
         except ConstrainedError as e:
             raise ConstrainedError(
                 f"minLength/maxLength at {where(node.pointer)} cannot be enforced where the string also meets a "
@@ -1039,25 +1040,11 @@ def _merged_order(orders: list) -> list:
     return merged
 
 
-@lru_cache(maxsize=None)
-def _names():
-    """The property names of the objects a schema describes: JSON strings as
-    json.dumps spells them (see json_strings, escapes="dumps"), so that a key
-    has a few spellings, not one per way of escaping each character."""
-    return json_strings.string(escapes="dumps")
-
-
-@lru_cache(maxsize=4096)
-def _name(key: str):
-    """The spellings of the property name ``key`` among ``_names()``."""
-    return json_strings.string_literal(key, escapes="dumps")
-
-
 @lru_cache(maxsize=1024)
 def _undeclared_names(keys: frozenset):
-    """The property names other than ``keys`` (None: none), a DFA shared by the
+    """The JSON strings other than ``keys`` (None: none), a DFA shared by the
     objects that declare the same keys (in several contexts, or schemas)."""
-    return _nonempty(dfa.minus_finite(_names(), json_strings.enum_strings(sorted(keys), escapes="dumps")))
+    return _nonempty(dfa.minus_finite(_universe()[1], json_strings.enum_strings(sorted(keys), escapes=ESCAPES)))
 
 
 def _subsets(members: list):
@@ -1148,7 +1135,7 @@ class _ObjectProduct(_Product):
             for i, k in enumerate(chain):
                 self.owner.setdefault(k, c)
                 self.before[k] |= sum(1 << earlier for earlier in chain[:i])
-        self.key_languages = [_name(k) for k in keys]
+        self.key_languages = [scalar_literal(k) for k in keys]
         self.requires = [sum(1 << k for k, atom in enumerate(self.sets) if name in atom.required) for name in keys]
         self.required_keys = [sum(1 << j for j, name in enumerate(keys) if name in atom.required) for atom in self.sets]
         self.count_cap = max((max(a.min_properties, a.max_properties + 1 if a.max_properties is not None else 0)
@@ -1157,7 +1144,7 @@ class _ObjectProduct(_Product):
             raise ConstrainedError(f"minProperties/maxProperties of {self.count_cap - 1} at "
                                    f"{where(builder.schemas.node(self.set_nodes[0]).pointer)} are too large to "
                                    f"enforce exactly (at most {MAX_COUNT})")
-        strings = _names()
+        strings = _universe()[1]
         # None: any name; an empty language (propertyNames: false) allows none.
         self.names = [None if a.names == TRUE else _and(builder.scalar(a.names), strings) or dfa.empty()
                       for a in self.sets]
