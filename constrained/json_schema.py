@@ -772,7 +772,7 @@ def _number_language(integer: bool, digits_only: bool, **args):
 
 @lru_cache(maxsize=16384, typed=True)  # typed: 1, 1.0 and True are different literals
 def scalar_literal(value):
-    """The DFA of the scalar ``value``: every spelling of a number, a string as ESCAPES says."""
+    """The DFA of the scalar ``value`` (a string spelled as ESCAPES says)."""
     if value is None:
         return dfa.literal(b"null")
     if isinstance(value, bool):
