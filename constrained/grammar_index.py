@@ -676,7 +676,7 @@ def _whole_table_pays(dfa: DFA, vocab: Vocabulary) -> bool:
     walk costs about (states x tokens alive); a DFA whose bytes spell most of
     the vocabulary (a string of at most n characters, a URL) keeps it alive in
     every state, and a generation reaches few of its states. One where every
-    state lets in a few bytes (a literal, spelled with every escape; an enum)
+    state lets in a few bytes (a literal, an enum)
     gets rows too past a few states: each row walks only the few tokens alive
     from its state (``_TerminalTokens._walked_row``)."""
     if dfa.n_states <= _SMALL_STATES:

@@ -72,11 +72,13 @@ their ``$ref``, which stands for its target alone):
   maxProperties), an object takes one undeclared member per region of names
   (json_schema_rules._ObjectProduct.repeat_must_fail).
 * Numbers compare by value (an ``enum`` of ``1`` also allows ``1.0``); strings
-  by code points whatever their escaping.
-* Strings (values and property names) are spelled as json.dumps writes them,
-  with ensure_ascii on or off (``ESCAPES``, json_strings' "dumps"): an ASCII
-  character has one spelling, not one per way of escaping it, so keys,
-  enums and formats take several times fewer states.
+  by code points, however their characters are spelled.
+* Strings (values and property names) are written in json.dumps spellings:
+  each character as json.dumps spells it with ensure_ascii on or off
+  (``ESCAPES``, json_strings' "dumps"). An ASCII character has one spelling,
+  not one per way of escaping it, so keys, enums and formats take several
+  times fewer states; a string counted in code points takes a fifth more
+  (its \\u escapes leave out printable ASCII, which splits their hex digits).
 """
 
 import json as json_lib

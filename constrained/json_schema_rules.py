@@ -31,7 +31,7 @@ uniqueItems set). States that cannot lead to the wanted label are pruned;
 rules whose language is empty are removed at the end.
 
 Plain strings allowed more than json_schema.LONG_STRING code points (a
-maxLength of 65535 is common) would need a DFA of 20 states per code point;
+maxLength of 65535 is common) would need a DFA of 24 states per code point;
 their length is counted by rules instead, over lexemes of LONG_CHUNK code
 points and a shorter tail. Their opening quote and pieces are "glued"
 terminals (``grammar(glued=)``): no whitespace may follow them, as none may
