@@ -630,6 +630,15 @@ def empty() -> DFA:
     return DFA(np.full((1, 256), DEAD, dtype=np.int32), np.zeros(1, dtype=bool))
 
 
+def is_finite(a: DFA) -> bool:
+    """Whether ``a`` (trimmed, as every DFA here is) accepts finitely many
+    strings: no state lies on a cycle."""
+    sink = a.n_states
+    full = np.vstack([a.transitions, np.full((1, 256), sink, dtype=np.int32)])
+    full[full < 0] = sink
+    return len(_above_cycles(*_successors(byte_classes(full)[1]))) == a.n_states  # all but the sink's loop
+
+
 def is_empty(a: DFA) -> bool:
     return not a.accepting.any()
 

@@ -4,9 +4,9 @@ parser stack) situation, as packed masks.
 Each terminal knows, per state of its DFA, how every token fares: which tokens
 keep it alive, which die at their first byte, and which complete it and go on
 (``_TerminalTokens.exits``, from its token table: index.py's trie walk over all
-states for a small DFA, one row per state reached for a large one, walked down
-the trie below its live nodes only, or beside the row of a state that loops on
-most bytes). These are shared by every grammar using the terminal. A lexer state where several
+states for a small DFA, one row per state reached for a large one or a literal,
+walked down the trie below its live nodes only, or beside the row of a state
+that loops on most bytes). These are shared by every grammar using the terminal. A lexer state where several
 terminals are alive combines their exits (``_combine``), so no step walks the
 whole vocabulary. Tokens that leave the lexeme are then followed from the parser
 stack, lexeme after lexeme, in groups by the terminal emitted; the walk of a
@@ -25,7 +25,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .dfa import DFA
+from .dfa import DFA, is_finite
 from .index import walk_trie
 from .lalr import SuffixMemo
 from .models import cache_dir
@@ -676,9 +676,11 @@ def _whole_table_pays(dfa: DFA, vocab: Vocabulary) -> bool:
     walk costs about (states x tokens alive); a DFA whose bytes spell most of
     the vocabulary (a string of at most n characters, a URL) keeps it alive in
     every state, and a generation reaches few of its states. One where every
-    state lets in a few bytes (a literal, an enum)
-    gets rows too past a few states: each row walks only the few tokens alive
-    from its state (``_TerminalTokens._walked_row``)."""
+    state lets in a few bytes gets rows too past a few states, and a literal or
+    an enum (a finite language) always: each row walks only the few tokens
+    alive from its state (``_TerminalTokens._pruned_walk``)."""
+    if _narrow(dfa) and is_finite(dfa):
+        return False
     if dfa.n_states <= _SMALL_STATES:
         return True
     if _narrow(dfa) or dfa.n_states > _WHOLE_TABLE_STATES:

@@ -16,6 +16,7 @@ from constrained.dfa import (
     from_regex,
     intersect,
     is_empty,
+    is_finite,
     literal,
     minimize,
     union,
@@ -111,3 +112,11 @@ def test_too_complex_products_are_refused():
     a, b = from_regex("[ab]{0,300}"), from_regex("[ab]*a[ab]{7}")
     with pytest.raises(ConstrainedError, match=f"too complex: it exceeds {MAX_STATES} states"):
         intersect(a, b)
+
+
+@pytest.mark.parametrize("pattern, finite", [
+    ("a{0,5}", True), ("ab|cd|abc", True), ("", True), ("a*", False), ("(ab)+c", False), ("x(y|z){2}w?", True),
+    ("[0-9]+", False), ("(a|b)c(d|e*)", False),
+])
+def test_is_finite_tells_finite_languages(pattern, finite):
+    assert is_finite(from_regex(pattern)) == finite
