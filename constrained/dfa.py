@@ -570,8 +570,7 @@ def minimize(transitions: np.ndarray, accepting: np.ndarray, start: int = 0) -> 
     only live states, renumbered so that the start is 0; None if it accepts nothing."""
     n = len(accepting)
     sink = n
-    full = np.vstack([transitions, np.full((1, 256), sink, dtype=np.int32)])
-    full[full < 0] = sink
+    full = _with_sink(transitions)
     _, columns = byte_classes(full)
     accepting_full = np.append(accepting, False)
     # States that cannot reach an accepting state go to the sink first, so that
@@ -633,10 +632,7 @@ def empty() -> DFA:
 def is_finite(a: DFA) -> bool:
     """Whether ``a`` (trimmed, as every DFA here is) accepts finitely many
     strings: no state lies on a cycle."""
-    sink = a.n_states
-    full = np.vstack([a.transitions, np.full((1, 256), sink, dtype=np.int32)])
-    full[full < 0] = sink
-    return len(_above_cycles(*_successors(byte_classes(full)[1]))) == a.n_states  # all but the sink's loop
+    return len(_above_cycles(*_successors(byte_classes(_with_sink(a.transitions))[1]))) == a.n_states  # not the sink
 
 
 def is_empty(a: DFA) -> bool:
@@ -661,10 +657,16 @@ def literal(data: bytes) -> DFA:
 def complement(a: DFA) -> DFA:
     """Every byte string ``a`` rejects (invalid UTF-8 included: intersect with
     the language you mean)."""
-    sink = a.n_states
-    transitions = np.vstack([a.transitions, np.full((1, 256), sink, dtype=np.int32)])
-    transitions[transitions < 0] = sink
-    return _minimal(transitions, ~np.append(a.accepting, False))
+    return _minimal(_with_sink(a.transitions), ~np.append(a.accepting, False))
+
+
+def _with_sink(transitions: np.ndarray) -> np.ndarray:
+    """``transitions`` with a sink state after the others (looping on every
+    byte), where the dead transitions (-1) now go."""
+    sink = len(transitions)
+    full = np.vstack([transitions, np.full((1, 256), sink, dtype=np.int32)])
+    full[full < 0] = sink
+    return full
 
 
 def intersect(a: DFA, b: DFA) -> DFA:
