@@ -632,7 +632,11 @@ def empty() -> DFA:
 def is_finite(a: DFA) -> bool:
     """Whether ``a`` (trimmed, as every DFA here is) accepts finitely many
     strings: no state lies on a cycle."""
-    return len(_above_cycles(*_successors(byte_classes(_with_sink(a.transitions))[1]))) == a.n_states  # not the sink
+    live = a.transitions >= 0
+    edges = np.unique(np.nonzero(live)[0] * a.n_states + a.transitions[live])
+    source, target = np.divmod(edges, a.n_states)
+    begin = np.searchsorted(source, np.arange(a.n_states + 1))
+    return len(_above_cycles(target.tolist(), begin.tolist())) == a.n_states
 
 
 def is_empty(a: DFA) -> bool:
