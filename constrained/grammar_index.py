@@ -25,7 +25,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .dfa import DFA, is_finite
+from .dfa import DFA, is_finite, ranges
 from .index import walk_trie
 from .lalr import SuffixMemo
 from .models import cache_dir
@@ -50,6 +50,7 @@ _EXITS_KEPT = 4096  # per terminal, states whose exits are kept (the most recent
 _FEW_IDS = 2048  # token sets up to this size are packed word by word, larger ones through a bool per token
 _TRIE_WALKED = 60_000  # token sets larger than this are walked through the lexer down the trie, not token by token
 _FEW_WALKING = 32  # a walk left with this few tokens finishes them one at a time: a numpy call costs more than a byte
+_FEW_LOOKUPS = 256  # a literal's or an enum's trie walk looks up at most this many children one at a time
 
 
 class _Walk:
@@ -73,10 +74,11 @@ class _Group:
     only on the group and the lexeme's state and context, however the tokens got
     there."""
 
-    __slots__ = ("id", "tok", "off")
+    __slots__ = ("id", "tok", "off", "next_byte")
 
     def __init__(self, id, tok, off):
         self.id, self.tok, self.off = id, tok, off
+        self.next_byte = None  # each token's byte at its offset, once a lexeme asks (GrammarIndex._entering)
 
 
 class _Trace:
@@ -298,10 +300,7 @@ class GrammarIndex:
             by_k = alone[self._first_byte[group.tok]]
             parts.append((group.tok[by_k], group.off[by_k], np.full(int(by_k.sum()), k if ctx.valid[k] else -1)))
             mixed.append(group.tok[~by_k])
-        marked = np.zeros(self.words * 32, dtype=bool)
-        marked[np.concatenate(mixed or [np.zeros(0, dtype=np.int64)])] = True
-        marked &= np.unpackbits(stays.view(np.uint8), bitorder="little") == 0
-        tok = np.flatnonzero(marked)
+        tok = self._ids(self._pack_ids(_cat(mixed)) & ~stays)
         if len(tok) > _TRIE_WALKED:
             b_tok, b_off, b_state = self._leaving(tok, q, ctx.alive_lark)
         else:
@@ -348,13 +347,16 @@ class GrammarIndex:
         met once is just walked (a trace costs a few walks)."""
         node = self._nodes.get(key)
         if node is None:
-            if (group.id, q) in self._walked:  # another context walks it again: trace it once for all
-                accepted, b_tok, b_off, b_state = self._read(self._trace(group, q), ctx)
+            tok, off = self._entering(group, q)
+            if not len(tok):
+                accepted = b_tok = b_off = b_state = tok
+            elif (group.id, q) in self._walked:  # another context walks it again: trace it once for all
+                accepted, b_tok, b_off, b_state = self._read(self._trace((group.id, q), tok, off), ctx)
             else:
                 if len(self._walked) >= _NODE_CACHE:
                     self._walked.clear()
                 self._walked.add((group.id, q))
-                ended, end_state, b_tok, b_off, b_state = self._walk(group.tok, group.off, q, ctx.alive_lark)
+                ended, end_state, b_tok, b_off, b_state = self._walk(tok, off, q, ctx.alive_lark)
                 accepted = ended[ctx.alive_valid[end_state]]
             node = (accepted, self._by_terminal(b_tok, b_off, ctx.choice[b_state]))
             if len(self._nodes) >= _NODE_CACHE:
@@ -362,17 +364,31 @@ class GrammarIndex:
             self._nodes[key] = node
         return node
 
-    def _trace(self, group: _Group, q: int) -> _Trace:
-        """The ``_Trace`` of ``group`` from state q (made once, kept while room)."""
-        key = (group.id, q)
+    def _entering(self, group: _Group, q: int):
+        """(tokens, offsets) of the tokens of ``group`` whose next byte some
+        terminal lets in from lexer state q, where a lexeme starts. The others
+        (most: a group holds every token that goes on after a lexeme) die
+        before any terminal completes, so no walk need read them."""
+        if self.lexer.accepting[q].any():  # a terminal complete before any byte: every token counts
+            return group.tok, group.off
+        if group.next_byte is None:
+            group.next_byte = np.take(self._flat_bytes, group.tok * self._width + group.off)
+        enters = self.lexer.trans[q] < self.lexer.n_states
+        kept = np.flatnonzero(enters[group.next_byte])
+        return group.tok[kept], group.off[kept]
+
+    def _trace(self, key, tokens, offsets) -> _Trace:
+        """The ``_Trace`` of ``tokens`` from ``offsets`` in state q, for ``key`` =
+        (the id of their group, q) (made once, kept while room)."""
         hit = self._traces.get(key)
         if hit is not None:
             self._traces.move_to_end(key)
             return hit
+        q = key[1]
         trans, dead = self.lexer.trans, self.lexer.n_states
         lengths = self.lengths
-        n = len(group.tok)
-        who, tok, pos = np.arange(n), group.tok, group.off
+        n = len(tokens)
+        who, tok, pos = np.arange(n), tokens, offsets
         path, state = np.zeros(n, dtype=np.int64), np.full(n, q, dtype=np.int32)  # path: its number in its level
         end = np.empty(n, dtype=np.int64)
         states, parents, levels = [], [], [0]
@@ -391,7 +407,7 @@ class GrammarIndex:
         order = np.argsort(end, kind="stable")
         depth = np.repeat(np.arange(len(levels) - 1), np.diff(levels))
         hit = self._traces[key] = _Trace(q, np.concatenate(states), np.concatenate(parents), depth, levels,
-                                         group.tok[order], group.off[order], end[order])
+                                         tokens[order], offsets[order], end[order])
         self._trace_states += len(hit.tok) + levels[-1]
         while self._trace_states > _TRACE_STATES and len(self._traces) > 1:
             _, old = self._traces.popitem(last=False)
@@ -546,6 +562,55 @@ def _walk_down(trie, trans: np.ndarray, q: int, alive: np.ndarray):
         state = np.repeat(after, below).astype(np.int64)
     depth = np.repeat(np.arange(len(left)), [len(part) for part in left])
     return tuple(np.concatenate(parts) for parts in (reached, states, left, before)) + (depth,)
+
+
+def _walk_few(trie, moves: list, q: int, accepting: np.ndarray):
+    """``_walk_down`` for a DFA that lets in a few bytes from each state (a
+    literal, an enum), from state q with ``moves[s]`` the (byte, next state)
+    pairs alive from s: node by node, since a numpy call per level costs more
+    than the few nodes alive there. (the nodes reached, the state at each; the
+    nodes where a complete lexeme goes on with a byte that does not fit, the
+    depth of each), or None past _FEW_LOOKUPS lookups of a child (digits of a
+    date, hex digits: many nodes, better a level at a time)."""
+    child_start, node_byte = trie.scalar_arrays
+    complete = accepting.tolist()
+    reached, states, leave_first, leave_end, leave_depth = [], [], [], [], []
+    todo = [(int(trie.level_start[0]), int(trie.level_start[1]), q, 0)]  # a node's children, its state, their depth
+    lookups = 0
+    while todo:
+        first, end, s, depth = todo.pop()
+        followed = []
+        lookups += len(moves[s])
+        if lookups > _FEW_LOOKUPS:
+            return None
+        for byte, t in moves[s]:
+            at = node_byte.find(byte, first, end)
+            if at >= 0:
+                reached.append(at)
+                states.append(t)
+                followed.append(at)
+                todo.append((child_start[at], child_start[at + 1], t, depth + 1))
+        if depth and complete[s] and end > first:  # every other child leaves the lexeme
+            followed.sort()
+            for at in followed + [end]:
+                if at > first:
+                    leave_first.append(first)
+                    leave_end.append(at)
+                    leave_depth.append(depth)
+                first = at + 1
+    leave_first = np.array(leave_first, dtype=np.int64)
+    lengths = np.array(leave_end, dtype=np.int64) - leave_first
+    return (np.array(reached, dtype=np.int64), np.array(states, dtype=np.int64),
+            ranges(leave_first, lengths), np.repeat(np.array(leave_depth, dtype=np.int64), lengths))
+
+
+def _moves(dfa: DFA) -> list:
+    """Per state, the (byte, next state) pairs of its live transitions."""
+    moves = [[] for _ in range(dfa.n_states)]
+    state, byte = np.nonzero(dfa.transitions >= 0)
+    for s, b, t in zip(state.tolist(), byte.tolist(), dfa.transitions[state, byte].tolist()):
+        moves[s].append((b, t))
+    return moves
 
 
 def _cat(parts) -> np.ndarray:
@@ -747,6 +812,7 @@ class _TerminalTokens:
         self.table, self.group = _stored_table(dfa, vocab, key) if _whole_table_pays(dfa, vocab) else (None, None)
         self._rows: OrderedDict = OrderedDict()
         self._narrow = _narrow(dfa)
+        self._moves = None  # a narrow one's bytes alive from each state, with the state each leads to
         self._reference = None  # (state other rows are walked beside, its row), or (-1, None)
         self.trans = np.vstack([np.where(dfa.transitions < 0, n, dfa.transitions), np.full((1, 256), n)]).astype(np.int32)
         self.alive = np.append(np.ones(n, dtype=bool), False)
@@ -827,10 +893,17 @@ class _TerminalTokens:
         nodes, the state at each; the tokens that complete it and go on, the
         offset of the byte that does not fit), the last two unsorted."""
         trie = self.vocab.trie
-        nodes, states, left, before, depth = _walk_down(trie, self.trans.ravel(), s, self.alive)
-        goes_on = (depth > 0) & self.accepting[before]  # a byte past the first that ends a complete lexeme
-        leaving, size = trie.tokens_below(left[goes_on])
-        return nodes, states, leaving, np.repeat(depth[goes_on], size)
+        if self._narrow and self._moves is None:
+            self._moves = _moves(self.dfa)
+        few = _walk_few(trie, self._moves, s, self.accepting) if self._narrow else None
+        if few is not None:
+            nodes, states, left, depth = few
+        else:
+            nodes, states, left, before, depth = _walk_down(trie, self.trans.ravel(), s, self.alive)
+            goes_on = (depth > 0) & self.accepting[before]  # a byte past the first that ends a complete lexeme
+            left, depth = left[goes_on], depth[goes_on]
+        leaving, size = trie.tokens_below(left)
+        return nodes, states, leaving, np.repeat(depth, size)
 
     @staticmethod
     def _leaving_group(tok, off, index) -> "_Group":

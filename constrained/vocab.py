@@ -236,6 +236,13 @@ class Trie:
         list): the types a level-by-level walk indexes fastest with."""
         return self.parent.astype(np.intp), self.byte.astype(np.int32), self.level_start.tolist()
 
+    @cached_property
+    def scalar_arrays(self) -> tuple[memoryview, bytes]:
+        """``child_start`` and ``byte`` as Python reads them fastest one at a
+        time: a node's children with byte b are at ``byte.find(b, first, end)``
+        (children are in byte order)."""
+        return memoryview(self.child_start), self.byte.tobytes()
+
     @classmethod
     def cached(cls, vocab: Vocabulary) -> "Trie":
         """The trie of ``vocab``, from the disk cache when it was built before."""

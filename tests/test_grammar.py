@@ -660,13 +660,68 @@ def test_traced_walks_agree_with_walking(tokenizers):
     for tokens, offsets in groups:
         group = _group(tokens, offsets)
         for q in index.lexer.starts:
-            trace = index._trace(group, q)
+            trace = index._trace((group.id, q), tokens, offsets)
             for ctx in contexts:
                 accepted, b_tok, b_off, b_state = index._read(trace, ctx)
                 ended, end_state, w_tok, w_off, w_state = index._walk(tokens, offsets, q, ctx.alive_lark)
                 assert sorted(accepted.tolist()) == sorted(ended[ctx.alive_valid[end_state]].tolist())
                 assert sorted(zip(b_tok.tolist(), b_off.tolist(), b_state.tolist())) == \
                     sorted(zip(w_tok.tolist(), w_off.tolist(), w_state.tolist()))
+
+
+def test_a_lexeme_reads_only_the_tokens_entering_it(tokenizers):
+    """A group is walked through a new lexeme from the tokens whose next byte
+    some terminal lets in (``_entering``): what comes out, walked the first
+    time or read off a trace for later contexts, is what walking every token of
+    the group gives."""
+    from constrained.grammar_index import _group
+
+    tok = tokenizers("llama3")
+    g = constrained.grammar(GRAMMARS / "sql.lark")
+    index = g.index(tok)
+    assert feed_text(g.matcher(tok), tok, "SELECT a, b AS c FROM t WHERE NOT (a = 'x' OR b < 2) LIMIT 3")
+    usable = np.flatnonzero(index.usable)
+    spaced = usable[(index.bytes[usable, 0] == 32) & (index.lengths[usable] > 1)]
+    group = _group(spaced, np.ones(len(spaced), dtype=np.int64))
+    contexts = list(index.lexer._contexts.values())
+    for q in list(index.lexer.starts)[:3]:
+        entering, _ = index._entering(group, q)
+        assert 0 < len(entering) < len(spaced)  # a space, a digit, a bracket ... start no SQL lexeme
+        for ctx in contexts[:5]:
+            accepted, going_on = index._lexeme(("test", group.id, q, ctx.key), group, q, ctx)
+            ended, end_state, w_tok, w_off, w_state = index._walk(spaced, group.off, q, ctx.alive_lark)
+            assert sorted(accepted.tolist()) == sorted(ended[ctx.alive_valid[end_state]].tolist())
+            walked = index._by_terminal(w_tok, w_off, ctx.choice[w_state])
+            assert going_on.keys() == walked.keys()
+            for term, next_group in going_on.items():
+                assert sorted(zip(next_group.tok.tolist(), next_group.off.tolist())) == \
+                    sorted(zip(walked[term].tok.tolist(), walked[term].off.tolist()))
+
+
+def test_literals_walk_the_trie_node_by_node(tokenizers):
+    """A literal's or an enum's tokens are walked down the trie one node at a
+    time (``_walk_few``), along the bytes alive from each state: the nodes
+    reached, their states and the tokens leaving it are those of the walk a
+    level at a time."""
+    import constrained.grammar_index as gi
+
+    vocab = constrained.vocabulary(tokenizers("llama3"))
+    for pattern in [r'"GeometryPresentation\.createPresentation"', r'"(red|green|blue|reddish)"', r"true|false|null"]:
+        dfa = constrained.dfa.from_regex(pattern)
+        terminal = gi._TerminalTokens(dfa, vocab, "test")
+        assert terminal._narrow
+        most_leaving = 0
+        for s in range(dfa.n_states):
+            nodes, states, leaving, offsets = terminal._pruned_walk(s)
+            terminal._narrow = False
+            level_nodes, level_states, level_leaving, level_offsets = terminal._pruned_walk(s)
+            terminal._narrow = True
+            assert sorted(zip(nodes.tolist(), states.tolist())) == sorted(zip(level_nodes.tolist(), level_states.tolist()))
+            assert sorted(zip(leaving.tolist(), offsets.tolist())) == sorted(zip(level_leaving.tolist(), level_offsets.tolist()))
+            if s == 0:
+                assert len(nodes) > 0
+            most_leaving = max(most_leaving, len(leaving))
+        assert most_leaving > 100  # from a complete state: every token that ends the literal and goes on
 
 
 def test_tokens_leaving_walked_down_the_trie_agree_with_walking(tokenizers, monkeypatch):
