@@ -5,12 +5,15 @@ Each terminal knows, per state of its DFA, how every token fares: which tokens
 keep it alive, which die at their first byte, and which complete it and go on
 (``_TerminalTokens.exits``, from its token table: index.py's trie walk over all
 states for a small DFA, one row per state reached for a large one or a literal,
-walked down the trie below its live nodes only, or beside the row of a state
-that loops on most bytes). These are shared by every grammar using the terminal. A lexer state where several
-terminals are alive combines their exits (``_combine``), so no step walks the
-whole vocabulary. Tokens that leave the lexeme are then followed from the parser
-stack, lexeme after lexeme, in groups by the terminal emitted; the walk of a
-group through a lexeme is remembered under the group, the lexeme's start state
+walked down the trie below its live nodes only (node by node for a literal or an
+enum), or beside the row of a state that loops on most bytes). These are shared
+by every grammar using the terminal. A lexer state where several terminals are
+alive combines their exits (``_combine``), so no step walks the whole
+vocabulary. Tokens that leave the lexeme are then followed from the parser
+stack, lexeme after lexeme, in groups by the terminal emitted (only the tokens
+whose next byte some terminal lets in enter the next lexeme: a few percent of a
+group, usually); the walk of a group through a lexeme is remembered under the
+group, the lexeme's start state
 and its context, and a group that several contexts meet is traced once with
 every terminal alive, each context reading its walk off the trace. A whole mask,
 and each group's way through the lexemes after one, is remembered under the top
