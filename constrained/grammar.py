@@ -247,6 +247,12 @@ def _compile(analysis: _Analysis, start: str, max_ignored: int, terminals: dict,
             "which grammar() does not support: define them with a string or a regex, or pass their DFAs "
             "as terminals="
         )
+    empty = sorted(name for name, dfa in terminals.items() if name in used and dfa.accepting[dfa.start])
+    if empty:
+        raise ConstrainedError(
+            f"terminals {empty} match the empty string, and a lexeme is at least one byte: "
+            "give them DFAs without the empty string and make them optional in the rules instead"
+        )
     _check_productive(analysis.rules, start)
 
     def order(name):  # lark's lexer order: priority, longest possible match, pattern length, name

@@ -13,12 +13,11 @@ vocabulary. Tokens that leave the lexeme are then followed from the parser
 stack, lexeme after lexeme, in groups by the terminal emitted (only the tokens
 whose next byte some terminal lets in enter the next lexeme: a few percent of a
 group, usually); the walk of a group through a lexeme is remembered under the
-group, the lexeme's start state
-and its context, and a group that several contexts meet is traced once with
-every terminal alive, each context reading its walk off the trace. A whole mask,
-and each group's way through the lexemes after one, is remembered under the top
-states of the stack it read (lalr.SuffixMemo), so the same situation at another
-nesting depth costs a dictionary lookup.
+group, the lexeme's start state and its context, and a group that several
+contexts meet is traced once with every terminal alive, each context reading its
+walk off the trace. A whole mask, and each group's way through the lexemes after
+one, is remembered under the top states of the stack it read (lalr.SuffixMemo),
+so the same situation at another nesting depth costs a dictionary lookup.
 """
 
 import hashlib
@@ -352,16 +351,17 @@ class GrammarIndex:
         if node is None:
             tok, off = self._entering(group, q)
             if not len(tok):
-                accepted = b_tok = b_off = b_state = tok
-            elif (group.id, q) in self._walked:  # another context walks it again: trace it once for all
-                accepted, b_tok, b_off, b_state = self._read(self._trace((group.id, q), tok, off), ctx)
+                node = (tok, {})
             else:
-                if len(self._walked) >= _NODE_CACHE:
-                    self._walked.clear()
-                self._walked.add((group.id, q))
-                ended, end_state, b_tok, b_off, b_state = self._walk(tok, off, q, ctx.alive_lark)
-                accepted = ended[ctx.alive_valid[end_state]]
-            node = (accepted, self._by_terminal(b_tok, b_off, ctx.choice[b_state]))
+                if (group.id, q) in self._walked:  # another context walks it again: trace it once for all
+                    accepted, b_tok, b_off, b_state = self._read(self._trace(group.id, q, tok, off), ctx)
+                else:
+                    if len(self._walked) >= _NODE_CACHE:
+                        self._walked.clear()
+                    self._walked.add((group.id, q))
+                    ended, end_state, b_tok, b_off, b_state = self._walk(tok, off, q, ctx.alive_lark)
+                    accepted = ended[ctx.alive_valid[end_state]]
+                node = (accepted, self._by_terminal(b_tok, b_off, ctx.choice[b_state]))
             if len(self._nodes) >= _NODE_CACHE:
                 self._nodes.clear()
             self._nodes[key] = node
@@ -371,23 +371,23 @@ class GrammarIndex:
         """(tokens, offsets) of the tokens of ``group`` whose next byte some
         terminal lets in from lexer state q, where a lexeme starts. The others
         (most: a group holds every token that goes on after a lexeme) die
-        before any terminal completes, so no walk need read them."""
-        if self.lexer.accepting[q].any():  # a terminal complete before any byte: every token counts
-            return group.tok, group.off
+        before any terminal completes (none matches the empty string: grammar.py
+        refuses such terminals), so no walk need read them."""
         if group.next_byte is None:
             group.next_byte = np.take(self._flat_bytes, group.tok * self._width + group.off)
         enters = self.lexer.trans[q] < self.lexer.n_states
         kept = np.flatnonzero(enters[group.next_byte])
         return group.tok[kept], group.off[kept]
 
-    def _trace(self, key, tokens, offsets) -> _Trace:
-        """The ``_Trace`` of ``tokens`` from ``offsets`` in state q, for ``key`` =
-        (the id of their group, q) (made once, kept while room)."""
+    def _trace(self, group_id, q: int, tokens, offsets) -> _Trace:
+        """The ``_Trace`` of ``tokens`` from ``offsets`` in state q: the tokens
+        of the group ``group_id`` entering a lexeme at q, which those two decide
+        (made once, kept while room)."""
+        key = (group_id, q)
         hit = self._traces.get(key)
         if hit is not None:
             self._traces.move_to_end(key)
             return hit
-        q = key[1]
         trans, dead = self.lexer.trans, self.lexer.n_states
         lengths = self.lengths
         n = len(tokens)
@@ -592,7 +592,8 @@ def _walk_few(trie, moves: list, q: int, accepting: np.ndarray):
                 reached.append(at)
                 states.append(t)
                 followed.append(at)
-                todo.append((child_start[at], child_start[at + 1], t, depth + 1))
+                if child_start[at] < child_start[at + 1]:  # a leaf is reached, with nothing below to walk
+                    todo.append((child_start[at], child_start[at + 1], t, depth + 1))
         if depth and complete[s] and end > first:  # every other child leaves the lexeme
             followed.sort()
             for at in followed + [end]:
@@ -815,7 +816,7 @@ class _TerminalTokens:
         self.table, self.group = _stored_table(dfa, vocab, key) if _whole_table_pays(dfa, vocab) else (None, None)
         self._rows: OrderedDict = OrderedDict()
         self._narrow = _narrow(dfa)
-        self._moves = None  # a narrow one's bytes alive from each state, with the state each leads to
+        self._moves = _moves(dfa) if self._narrow else None  # per state, its live (byte, next state) pairs
         self._reference = None  # (state other rows are walked beside, its row), or (-1, None)
         self.trans = np.vstack([np.where(dfa.transitions < 0, n, dfa.transitions), np.full((1, 256), n)]).astype(np.int32)
         self.alive = np.append(np.ones(n, dtype=bool), False)
@@ -896,8 +897,6 @@ class _TerminalTokens:
         nodes, the state at each; the tokens that complete it and go on, the
         offset of the byte that does not fit), the last two unsorted."""
         trie = self.vocab.trie
-        if self._narrow and self._moves is None:
-            self._moves = _moves(self.dfa)
         few = _walk_few(trie, self._moves, s, self.accepting) if self._narrow else None
         if few is not None:
             nodes, states, left, depth = few

@@ -427,6 +427,19 @@ def test_bad_arguments(tmp_path):
     assert constrained.grammar(str(path)).matches("ab")
 
 
+def test_terminals_given_as_dfas_must_not_match_the_empty_string():
+    """A lexeme is at least one byte: a terminal DFA that accepts the empty
+    string would let a mask chain empty lexemes that advance() cannot follow."""
+    from constrained.dfa import from_regex
+
+    text = 'start: A "x" B C\n%declare A B C'
+    with pytest.raises(constrained.ConstrainedError, match=r"\['B', 'C'\] match the empty string"):
+        constrained.grammar(text, terminals={"A": from_regex("a+"), "B": from_regex("(ab)*"), "C": from_regex("[0-9]*z?")})
+    g = constrained.grammar('start: A "x" B? C\n%declare A B C',
+                            terminals={"A": from_regex("a+"), "B": from_regex("(ab)+"), "C": from_regex("[0-9]+z?|z")})
+    assert g.matches("aax12z") and g.matches("axabz") and not g.matches("ax")
+
+
 @pytest.mark.parametrize("name, prefixes", [
     ("arithmetic", ["", "(-", "1 +", "((2"]),
     ("json", ["", '{"a": [1', '[{"b": "x"}, tru', '{"k": -0.5e']),
@@ -660,7 +673,7 @@ def test_traced_walks_agree_with_walking(tokenizers):
     for tokens, offsets in groups:
         group = _group(tokens, offsets)
         for q in index.lexer.starts:
-            trace = index._trace((group.id, q), tokens, offsets)
+            trace = index._trace(group.id, q, tokens, offsets)
             for ctx in contexts:
                 accepted, b_tok, b_off, b_state = index._read(trace, ctx)
                 ended, end_state, w_tok, w_off, w_state = index._walk(tokens, offsets, q, ctx.alive_lark)
@@ -706,12 +719,13 @@ def test_literals_walk_the_trie_node_by_node(tokenizers):
     import constrained.grammar_index as gi
 
     vocab = constrained.vocabulary(tokenizers("llama3"))
-    for pattern in [r'"GeometryPresentation\.createPresentation"', r'"(red|green|blue|reddish)"', r"true|false|null"]:
+    for pattern in [r'"GeometryPresentation\.createPresentation"', r'"(red|green|blue|reddish)"', r"null|nullable|nu|n"]:
         dfa = constrained.dfa.from_regex(pattern)
         terminal = gi._TerminalTokens(dfa, vocab, "test")
         assert terminal._narrow
         most_leaving = 0
         for s in range(dfa.n_states):
+            assert gi._walk_few(vocab.trie, terminal._moves, s, terminal.accepting) is not None
             nodes, states, leaving, offsets = terminal._pruned_walk(s)
             terminal._narrow = False
             level_nodes, level_states, level_leaving, level_offsets = terminal._pruned_walk(s)
