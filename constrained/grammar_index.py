@@ -748,11 +748,12 @@ def _whole_table_pays(dfa: DFA, vocab: Vocabulary) -> bool:
     state lets in a few bytes gets rows too past a few states, and a literal or
     an enum (a finite language) always: each row walks only the few tokens
     alive from its state (``_TerminalTokens._pruned_walk``)."""
-    if _narrow(dfa) and is_finite(dfa):
+    narrow = _narrow(dfa)
+    if narrow and is_finite(dfa):
         return False
     if dfa.n_states <= _SMALL_STATES:
         return True
-    if _narrow(dfa) or dfa.n_states > _WHOLE_TABLE_STATES:
+    if narrow or dfa.n_states > _WHOLE_TABLE_STATES:
         return False
     return dfa.n_states * _tokens_within((dfa.transitions >= 0).any(axis=0), vocab) <= _TABLE_PAIRS
 

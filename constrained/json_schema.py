@@ -75,7 +75,8 @@ their ``$ref``, which stands for its target alone):
   by code points, however their characters are spelled.
 * Strings (values and property names) are written in json.dumps spellings:
   each character as json.dumps spells it with ensure_ascii on or off
-  (``ESCAPES``, json_strings' "dumps"). An ASCII character has one spelling,
+  (json_strings' default, which every string language here uses, so that
+  differences between them stay exact). An ASCII character has one spelling,
   not one per way of escaping it, so keys, enums and formats take several
   times fewer states; a string counted in code points takes a fifth more
   (its \\u escapes leave out printable ASCII, which splits their hex digits).
@@ -93,7 +94,6 @@ from .grammar import MAX_IGNORED, Grammar, grammar_from_rules
 from .json_references import Documents, escape, where
 
 ANY = "any"  # an atom with no constraint for its type (Node.scalar / .obj / .arr)
-ESCAPES = "dumps"  # how the output spells strings (json_strings.string's escapes)
 TYPES = ("null", "boolean", "integer", "number", "string", "object", "array")
 
 # Keywords that only annotate or organise (the specification has them ignored by validation).
@@ -752,14 +752,12 @@ def _nonempty(language):
 
 @lru_cache(maxsize=4096)
 def _string_language(**args):
-    return _nonempty(json_strings.string(**args, escapes=ESCAPES))
+    return _nonempty(json_strings.string(**args))
 
 
 @lru_cache(maxsize=1024)
 def _enum_strings(values: tuple):
-    if len(values) > 1:
-        return json_strings.enum_strings(values, escapes=ESCAPES)
-    return json_strings.string_literal(values[0], escapes=ESCAPES)
+    return json_strings.enum_strings(values) if len(values) > 1 else json_strings.string_literal(values[0])
 
 
 @lru_cache(maxsize=1024)
@@ -774,13 +772,13 @@ def _number_language(integer: bool, digits_only: bool, **args):
 
 @lru_cache(maxsize=16384, typed=True)  # typed: 1, 1.0 and True are different literals
 def scalar_literal(value):
-    """The DFA of the scalar ``value`` (a string spelled as ESCAPES says)."""
+    """The DFA of the scalar ``value`` (a string in json.dumps spellings)."""
     if value is None:
         return dfa.literal(b"null")
     if isinstance(value, bool):
         return dfa.literal(b"true" if value else b"false")
     if isinstance(value, str):
-        return json_strings.string_literal(value, escapes=ESCAPES)
+        return json_strings.string_literal(value)
     if isinstance(value, (int, float)):
         return json_numbers.number(minimum=value, maximum=value)
     raise ConstrainedError(f"malformed schema: {value!r} is not a JSON value")

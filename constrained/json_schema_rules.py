@@ -60,7 +60,7 @@ import numpy as np
 from . import dfa, json_formats, json_numbers, json_strings
 from .errors import ConstrainedError
 from .json_references import where
-from .json_schema import ANY, ESCAPES, FALSE, TRUE, ArrayAtom, Node, Schemas, scalar_literal
+from .json_schema import ANY, FALSE, TRUE, ArrayAtom, Node, Schemas, scalar_literal
 
 MAX_ALTERNATIVES = 60_000  # grammar alternatives one schema may need
 MAX_SETS = 12  # object (array) keyword sets combined for one value
@@ -79,7 +79,7 @@ ORDER_STATES = 64  # sets of declared keys done that interleaved key orders may 
 @lru_cache(maxsize=None)
 def _universe():
     """(all JSON scalars, all JSON strings, all other scalars) as DFAs."""
-    strings = json_strings.string(escapes=ESCAPES)
+    strings = json_strings.string()
     others = dfa.union(dfa.literal(b"null"), dfa.literal(b"true"), dfa.literal(b"false"), json_numbers.number())
     return dfa.union(others, strings), strings, others
 
@@ -89,7 +89,7 @@ def _string_content(lengths: tuple):
     """The text between the quotes of the strings with these numbers of code
     points: the closing quote is a '"' that ends the string (one that follows
     a backslash is part of an escape and stays)."""
-    quoted = dfa.union(*[json_strings.string(min_length=n, max_length=n, escapes=ESCAPES) for n in lengths])
+    quoted = dfa.union(*[json_strings.string(min_length=n, max_length=n) for n in lengths])
     quote = ord('"')
     after = quoted.transitions[:, quote]
     closing = (after >= 0) & quoted.accepting[np.maximum(after, 0)]
@@ -128,8 +128,7 @@ def _undecided_texts(formats: frozenset, numbers: bool):
     (json_formats.UNDECIDED), and with ``numbers`` the numbers that bounds,
     integer, multipleOf and numeric enum/const may read wrong (outside
     json_numbers.DECIDED), or None."""
-    parts = [json_strings.matching(json_formats.UNDECIDED[f], escapes=ESCAPES)
-             for f in sorted(formats & json_formats.UNDECIDED.keys())]
+    parts = [json_strings.matching(json_formats.UNDECIDED[f]) for f in sorted(formats & json_formats.UNDECIDED.keys())]
     if numbers:
         parts.append(dfa.difference(json_numbers.number(), dfa.from_regex(json_numbers.DECIDED)))
     return dfa.union(*parts) if parts else None
@@ -211,7 +210,7 @@ def _cap_node(schemas: Schemas, max_string_length: int | None, max_items: int | 
             if cap.long_string:  # counted by rules, as a long maxLength is
                 cap.scalar = _universe()[2]
             else:
-                cap.scalar = dfa.union(_universe()[2], json_strings.string(max_length=max_string_length, escapes=ESCAPES))
+                cap.scalar = dfa.union(_universe()[2], json_strings.string(max_length=max_string_length))
         if max_items is not None:
             cap.arr = ArrayAtom(max_items=max_items, pointer=cap.pointer)
         return cap
@@ -376,7 +375,7 @@ class _Builder:
         string constraints (patterns, formats, enums, keys)."""
         low, high = node.long_string
         try:
-            return _nonempty(json_strings.string(min_length=low, max_length=high, escapes=ESCAPES))
+            return _nonempty(json_strings.string(min_length=low, max_length=high))
         except ConstrainedError as e:
             raise ConstrainedError(
                 f"minLength/maxLength at {where(node.pointer)} cannot be enforced where the string also meets a "
@@ -1044,7 +1043,7 @@ def _merged_order(orders: list) -> list:
 def _undeclared_names(keys: frozenset):
     """The JSON strings other than ``keys`` (None: none), a DFA shared by the
     objects that declare the same keys (in several contexts, or schemas)."""
-    return _nonempty(dfa.minus_finite(_universe()[1], json_strings.enum_strings(sorted(keys), escapes=ESCAPES)))
+    return _nonempty(dfa.minus_finite(_universe()[1], json_strings.enum_strings(sorted(keys))))
 
 
 def _subsets(members: list):

@@ -1,20 +1,22 @@
 """JSON strings as byte DFAs over their JSON text, quotes included.
 
 A constraint speaks of the decoded string (code points: minLength, maxLength,
-pattern, format, const); the automaton reads the encoded text, where every
-character may be spelled any way JSON allows: raw UTF-8 unless it must be
-escaped (", \\ and U+0000-U+001F), a short escape (\\" \\\\ \\/ \\b \\f \\n \\r \\t),
-\\uXXXX in either hex case, or a surrogate pair of those for code points above
-U+FFFF. So ``json.dumps(s)`` and ``json.dumps(s, ensure_ascii=False)`` of a
-string that satisfies the constraint are both accepted, and whatever is
-accepted decodes to such a string. Lone surrogates (which json.loads would
-produce from a lone \\uD800) are not characters and are never accepted.
+pattern, format, const); the automaton reads the encoded text. By default
+(``escapes="dumps"``, what JSON Schema output is held to) it accepts the
+spellings json.dumps writes, with ensure_ascii on or off: raw ASCII, the short
+escapes but \\/, lower-case \\u escapes for other control characters and for
+non-ASCII (which may also be raw). That is still every string that satisfies
+the constraint, in far fewer states when the constraint is mostly ASCII (a
+date-time: 67 states instead of 388), since an ASCII character has one
+spelling.
 
-With ``escapes="dumps"`` only the spellings json.dumps writes are accepted
-(either ensure_ascii): raw ASCII, the short escapes but \\/, lower-case \\u
-escapes for other control characters and for non-ASCII (which may also be raw).
-Still every string that satisfies the constraint, in far fewer states when the
-constraint is mostly ASCII (a date-time: 67 states instead of 388).
+With ``escapes="any"`` every character may be spelled any way JSON allows:
+raw UTF-8 unless it must be escaped (", \\ and U+0000-U+001F), a short escape
+(\\" \\\\ \\/ \\b \\f \\n \\r \\t), \\uXXXX in either hex case, or a surrogate
+pair of those for code points above U+FFFF. Whatever is accepted, either way,
+decodes to a string that satisfies the constraint. Lone surrogates (which
+json.loads would produce from a lone \\uD800) are not characters and are never
+accepted.
 
 The constraint compiles as one regular expression over code points (see
 ecma_regex and json_formats) whose character sets are spelled by the encoding
@@ -263,13 +265,13 @@ def string(
     pattern: str | None = None,
     format: str | None = None,
     *,
-    escapes: str = "any",
+    escapes: str = "dumps",
 ) -> DFA:
     """The JSON texts of the strings of min_length..max_length code points
     that match ``pattern`` (ECMA-262, anywhere in the string unless anchored)
-    and ``format``; spelled any way JSON allows (``escapes="any"``), or only
-    as json.dumps writes them (``"dumps"``: several times fewer states, since
-    an ASCII character then has one spelling). The result may be empty
+    and ``format``; spelled as json.dumps writes them (``escapes="dumps"``),
+    or any way JSON allows (``"any"``: several times more states, since an
+    ASCII character then has several spellings). The result may be empty
     (contradictory constraints): check with dfa.is_empty."""
     encoding = _encoding(escapes)
     min_length, max_length = _count(min_length, "minLength") or 0, _count(max_length, "maxLength")
@@ -291,18 +293,18 @@ def string(
         ) from None
 
 
-def matching(regex: str, *, escapes: str = "any") -> DFA:
+def matching(regex: str, *, escapes: str = "dumps") -> DFA:
     """The JSON texts of the strings that fully match ``regex`` (Python syntax,
     code points)."""
     return _quoted(_content(regex, _encoding(escapes), f"regex {regex!r}"))
 
 
-def string_literal(value: str, *, escapes: str = "any") -> DFA:
+def string_literal(value: str, *, escapes: str = "dumps") -> DFA:
     """The JSON texts of exactly ``value``."""
     return enum_strings([value], escapes=escapes)
 
 
-def enum_strings(values, *, escapes: str = "any") -> DFA:
+def enum_strings(values, *, escapes: str = "dumps") -> DFA:
     """The JSON texts of any of ``values``."""
     values = list(values)
     for value in values:

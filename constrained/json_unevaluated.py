@@ -28,7 +28,7 @@ from itertools import combinations
 from . import dfa, json_strings
 from .errors import ConstrainedError
 from .json_references import escape
-from .json_schema import ESCAPES, FALSE, TRUE, ArrayAtom, Node, ObjectAtom, _string_language
+from .json_schema import FALSE, TRUE, ArrayAtom, Node, ObjectAtom, _string_language
 from .json_schema_rules import _nonempty
 
 MAX_REGIONS = 12  # regions of members one keyword tells apart (each an object or array atom)
@@ -143,7 +143,7 @@ def _object_regions(schemas, terms: dict, rest: int, pointer: str) -> tuple:
     def names(evaluated: Evaluated):
         if evaluated.every:
             return strings
-        parts = [json_strings.enum_strings(evaluated.names, escapes=ESCAPES)] if evaluated.names else []
+        parts = [json_strings.enum_strings(evaluated.names)] if evaluated.names else []
         parts += [language for p in evaluated.patterns if (language := _string_language(pattern=p)) is not None]
         return dfa.union(*parts) if len(parts) > 1 else parts[0] if parts else None
 
