@@ -6,7 +6,7 @@ keep it alive, which die at their first byte, and which complete it and go on
 (``_TerminalTokens.exits``, from its token table: index.py's trie walk over all
 states for a small DFA, one row per state reached for a large one or a literal,
 walked down the trie below its live nodes only (node by node for a literal or an
-enum), or beside the row of a state that loops on most bytes). These are shared
+enum), or in one compiled pass over the trie, walks.trie_row). These are shared
 by every grammar using the terminal. A lexer state where several terminals are
 alive combines their exits (``_combine``), so no step walks the whole
 vocabulary. Tokens that leave the lexeme are then followed from the parser
@@ -32,12 +32,12 @@ from .index import walk_trie
 from .lalr import SuffixMemo
 from .models import cache_dir
 from .vocab import Vocabulary, padded_bytes
+from .walks import token_walk, trace_read, trace_tokens, trie_row
 
 _MASK_CACHE = 50_000  # masks kept per grammar and vocabulary, keyed by stack suffix (equal masks share one array)
 _FOLLOW_CACHE = 50_000  # groups followed through the lexemes after them, keyed likewise
 _WALK_CACHE = 2_000  # token walks from a lexer state kept per grammar and vocabulary
 _NODE_CACHE = 50_000  # walks of tokens that crossed into a new lexeme, kept likewise
-_DENSE_KEYS = 1 << 20  # trace paths are numbered through a table up to this size, else by sorting
 _TRACE_STATES = 8_000_000  # lexer states kept in traces (see _Trace) per grammar and vocabulary, 8 bytes each
 _TABLES_ON_DISK = 1 << 30  # bytes of terminal tables kept in the cache directory (the least recently used go)
 _TERMINALS_KEPT = 64  # terminals' token tables shared across grammars, per vocabulary (the most recent)
@@ -46,12 +46,9 @@ _WHOLE_TABLE_STATES = 200  # those with more than this get a token row per state
 _TABLE_PAIRS = 1_000_000  # in between, a whole table pays up to about this many (state, token spelled in its bytes) pairs
 _NARROW_BYTES = 40  # but no more than _SMALL_STATES where no state lets in more bytes than this (rows are cheap)
 _ROWS_KEPT = 256  # such rows kept per terminal (the most recently used)
-_REFERENCE_LOOPS = 64  # a state looping on this many bytes is the one other rows are walked beside
-_BESIDE_NODES = 30_000  # trie nodes walked beside it before a row is walked whole instead
 _EXITS_KEPT = 4096  # per terminal, states whose exits are kept (the most recently used)
 _FEW_IDS = 2048  # token sets up to this size are packed word by word, larger ones through a bool per token
 _TRIE_WALKED = 60_000  # token sets larger than this are walked through the lexer down the trie, not token by token
-_FEW_WALKING = 32  # a walk left with this few tokens finishes them one at a time: a numpy call costs more than a byte
 _FEW_LOOKUPS = 256  # a literal's or an enum's trie walk looks up at most this many children one at a time
 
 
@@ -87,19 +84,18 @@ class _Trace:
     """A group's tokens walked from lexer state ``q`` with every terminal alive,
     byte by byte, until each token ends or leaves them all. Tokens that pass
     through the same lexer states share one path, kept once: a tree with a level
-    per byte (path i reaches ``state[i]`` from ``before[i]``, extends path
-    ``parent[i]`` (-1: none) and is ``depth[i]`` bytes past the first). A
+    per byte (path i reaches ``state[i]``, extends path ``parent[i]``, or starts
+    from q where that is -1, and is ``depth[i]`` bytes past the first). A
     context's walk of a token is its path up to the first state that no
-    terminal the context accepts keeps alive,
-    so each context reads its walks off the paths (``GrammarIndex._read``)
-    instead of walking the bytes again. The tokens (``tok``, ``off``) are sorted
-    by the path each one ends on (``end``); ``levels``: where each depth's paths start."""
+    terminal the context accepts keeps alive, so each context reads its walks
+    off the paths (``GrammarIndex._read``) instead of walking the bytes again.
+    The tokens (``tok``, ``off``) are sorted by the path each one ends on
+    (``end``). Made by ``walks.trace_tokens``."""
 
-    __slots__ = ("q", "state", "before", "parent", "depth", "levels", "tok", "off", "end")
+    __slots__ = ("q", "state", "parent", "depth", "tok", "off", "end")
 
-    def __init__(self, q, state, parent, depth, levels, tok, off, end):
-        self.q, self.state, self.parent, self.depth, self.levels = q, state, parent, depth, levels
-        self.before = np.where(parent >= 0, state[parent], q)
+    def __init__(self, q, state, parent, depth, tok, off, end):
+        self.q, self.state, self.parent, self.depth = q, state, parent, depth
         self.tok, self.off, self.end = tok, off, end
 
 
@@ -388,51 +384,21 @@ class GrammarIndex:
         if hit is not None:
             self._traces.move_to_end(key)
             return hit
-        trans, dead = self.lexer.trans, self.lexer.n_states
-        lengths = self.lengths
-        n = len(tokens)
-        who, tok, pos = np.arange(n), tokens, offsets
-        path, state = np.zeros(n, dtype=np.int64), np.full(n, q, dtype=np.int32)  # path: its number in its level
-        end = np.empty(n, dtype=np.int64)
-        states, parents, levels = [], [], [0]
-        above = -1  # where the paths one level up start (-1: the level 0 paths extend none)
-        while len(who):
-            state = self._after_byte(trans, state, tok, pos)
-            paths, path = _distinct(path * (dead + 1) + state, (levels[-1] - max(above, 0) or 1) * (dead + 1))
-            parents.append(paths // (dead + 1) + above if above >= 0 else np.full(len(paths), -1))
-            states.append((paths % (dead + 1)).astype(np.int32))
-            above = levels[-1]
-            levels.append(levels[-1] + len(paths))
-            end[who] = path + above
-            pos = pos + 1
-            going = (state < dead) & (pos < lengths[tok])
-            who, tok, pos, path, state = who[going], tok[going], pos[going], path[going], state[going]
-        order = np.argsort(end, kind="stable")
-        depth = np.repeat(np.arange(len(levels) - 1), np.diff(levels))
-        hit = self._traces[key] = _Trace(q, np.concatenate(states), np.concatenate(parents), depth, levels,
-                                         tokens[order], offsets[order], end[order])
-        self._trace_states += len(hit.tok) + levels[-1]
+        walked = trace_tokens(self._flat_bytes, self._width, self.lengths, self.lexer.trans, q, tokens, offsets)
+        hit = self._traces[key] = _Trace(q, *walked)
+        self._trace_states += len(hit.tok) + len(hit.state)
         while self._trace_states > _TRACE_STATES and len(self._traces) > 1:
             _, old = self._traces.popitem(last=False)
-            self._trace_states -= len(old.tok) + old.levels[-1]
+            self._trace_states -= len(old.tok) + len(old.state)
         return hit
 
     def _read(self, trace: _Trace, ctx):
         """``ctx``'s walk of a trace's tokens: the tokens that end inside the lexeme
         where a valid terminal can still complete, then those that leave it (where
         ``ctx.alive_lark`` turns false): token, offset of the byte that does not
-        fit, state before it."""
-        levels, parent = trace.levels, trace.parent
-        out = np.where(ctx.alive_lark[trace.state], -1, np.arange(levels[-1]))  # per path: where it leaves, if it does
-        for a, b in zip(levels[1:-1], levels[2:]):
-            above = out[parent[a:b]]
-            out[a:b] = np.where(above >= 0, above, out[a:b])
-        out = out[trace.end]
-        ended = out < 0
-        leaving = ~ended
-        last = trace.state[trace.end[ended]]
-        out = out[leaving]
-        return trace.tok[ended][ctx.alive_valid[last]], trace.tok[leaving], trace.off[leaving] + trace.depth[out], trace.before[out]
+        fit, state before it (``walks.trace_read``)."""
+        return trace_read(trace.parent, trace.state, trace.end, trace.depth, trace.tok, trace.off,
+                          ctx.alive_lark, ctx.alive_valid, trace.q)
 
     def _leaving(self, tok, q: int, alive):
         """``_walk``'s tokens that leave the lexeme, for many tokens from their
@@ -448,15 +414,6 @@ class GrammarIndex:
         tok = tok[offset[tok] >= 0]
         return tok, offset[tok], state_before[tok]
 
-    def _after_byte(self, trans: np.ndarray, state, tok, pos) -> np.ndarray:
-        """``trans[state, byte pos of token tok]`` for each token, through flat
-        indices (half the time of 2-D fancy indexing)."""
-        at = tok * self._width
-        at += pos
-        at = np.take(self._flat_bytes, at).astype(np.int64)
-        at += state.astype(np.int64) << 8
-        return np.take(trans.ravel(), at)
-
     def _by_terminal(self, tok, off, term) -> dict:
         """{terminal: _Group} for tokens leaving a lexeme emitted as ``term`` (-1: dropped)."""
         found = {}
@@ -469,57 +426,9 @@ class GrammarIndex:
         """Walk tokens ``tok`` from byte ``off`` in state ``q`` of ``trans`` (the
         lexer's by default) until each ends (-> ended tokens and their states) or
         leaves the lexeme, where ``alive`` turns false (-> token, offset of the byte
-        that does not fit, state before it)."""
+        that does not fit, state before it): see ``walks.token_walk``."""
         trans = self.lexer.trans if trans is None else trans
-        lengths = self.lengths
-        state = np.full(tok.shape, q, dtype=np.int64)
-        pos = off.copy()
-        ended, end_state, b_tok, b_off, b_p = [], [], [], [], []
-        while len(tok):
-            if len(tok) <= _FEW_WALKING:  # the long tokens of a group, often: byte after byte, few at a time
-                self._finish_walk(tok, pos, state, alive, trans, (ended, end_state, b_tok, b_off, b_p))
-                break
-            done = pos >= lengths[tok]
-            if done.any():
-                ended.append(tok[done])
-                end_state.append(state[done])
-                keep = ~done
-                tok, pos, state = tok[keep], pos[keep], state[keep]
-                if not len(tok):
-                    break
-            nxt = self._after_byte(trans, state, tok, pos)
-            out = ~alive[nxt]
-            if out.any():
-                b_tok.append(tok[out])
-                b_off.append(pos[out])
-                b_p.append(state[out])
-                keep = ~out
-                tok, pos, nxt = tok[keep], pos[keep], nxt[keep]
-            state = nxt.astype(np.int64)
-            pos = pos + 1
-        return _cat(ended), _cat(end_state), _cat(b_tok), _cat(b_off), _cat(b_p)
-
-    def _finish_walk(self, tok, pos, state, alive, trans, found) -> None:
-        """``_walk``'s loop for a few tokens, one token at a time: appends to its
-        lists (``found``) what the loop would have, in the same order (by bytes
-        walked, then by place in ``tok``), so that groups keep their ids."""
-        flat, tokens = trans.ravel(), self.vocab.tokens
-        ended, left = [], []
-        for i, (t, p, s) in enumerate(zip(tok.tolist(), pos.tolist(), state.tolist())):
-            data, first = tokens[t], p
-            while p < len(data):
-                after = flat.item((s << 8) + data[p])
-                if not alive.item(after):
-                    left.append((p - first, i, t, p, s))
-                    break
-                s, p = after, p + 1
-            else:
-                ended.append((p - first, i, t, s))
-        ended.sort()
-        left.sort()
-        columns = [[e[2] for e in ended], [e[3] for e in ended], [e[2] for e in left], [e[3] for e in left], [e[4] for e in left]]
-        for into, values in zip(found, columns):
-            into.append(np.array(values, dtype=np.int64))
+        return token_walk(self._flat_bytes, self._width, self.lengths, trans, alive, tok, off, q)
 
 
 def _group(tok: np.ndarray, off: np.ndarray) -> _Group:
@@ -529,19 +438,6 @@ def _group(tok: np.ndarray, off: np.ndarray) -> _Group:
     digest.update(tok.astype(np.int32))
     digest.update(off.astype(np.int32))
     return _Group(digest.digest(), tok, off)
-
-
-def _distinct(keys: np.ndarray, size: int):
-    """(the distinct keys ascending, each key's index among them) for keys in
-    [0, size): without a sort while a table of ``size`` entries is cheap."""
-    if size > _DENSE_KEYS:
-        return np.unique(keys, return_inverse=True)
-    present = np.zeros(size, dtype=bool)
-    present[keys] = True
-    found = np.flatnonzero(present)
-    index = np.empty(size, dtype=np.int64)
-    index[found] = np.arange(len(found))
-    return found, index[keys]
 
 
 def _walk_down(trie, trans: np.ndarray, q: int, alive: np.ndarray):
@@ -805,8 +701,7 @@ class _TerminalTokens:
     states (``table[s, group[t]]``, groups of tokens no state tells apart, built
     in one trie walk); a large one (a string of at most 64 characters has ~1,300
     states) gets a row per state on first use, since only the states a
-    generation reaches are needed: walked beside the row of a state that loops
-    on most bytes where the DFA has one, else from a walk of the whole trie. A
+    generation reaches are needed (``walks.trie_row``: one pass over the trie). A
     narrow one (no state lets in more than _NARROW_BYTES bytes: literals, enums)
     keeps only the few tokens alive from each state it met, with their states
     (``_sparse_row``), for ``known_next_state``."""
@@ -818,8 +713,7 @@ class _TerminalTokens:
         self._rows: OrderedDict = OrderedDict()
         self._narrow = _narrow(dfa)
         self._moves = _moves(dfa) if self._narrow else None  # per state, its live (byte, next state) pairs
-        self._reference = None  # (state other rows are walked beside, its row), or (-1, None)
-        self.trans = np.vstack([np.where(dfa.transitions < 0, n, dfa.transitions), np.full((1, 256), n)]).astype(np.int32)
+        self.trans = np.vstack([np.where(dfa.transitions < 0, n, dfa.transitions), np.full((1, 256), n)]).astype(np.int32, order="C")
         self.alive = np.append(np.ones(n, dtype=bool), False)
         accepting = np.append(dfa.accepting, False)
         self.accepting = accepting
@@ -851,40 +745,13 @@ class _TerminalTokens:
         if row is not None:
             self._rows.move_to_end(s)
             return row
-        if self._reference is None:
-            loops = (self.dfa.transitions == np.arange(self.dfa.n_states)[:, None]).sum(axis=1)
-            r = int(np.argmax(loops))
-            self._reference = (r, self._walked_row(r)) if loops[r] >= _REFERENCE_LOOPS else (-1, None)
-        r, reference = self._reference
-        row = None if r < 0 else reference if r == s else self._row_beside(s, r, reference)
-        return self._keep_row(s, self._walked_row(s) if row is None else row)
+        trie = self.vocab.trie
+        return self._keep_row(s, trie_row(trie.parent, trie.byte, trie.token_node, self.trans, s))
 
     def _keep_row(self, s: int, row: np.ndarray) -> np.ndarray:
         self._rows[s] = row
         if len(self._rows) > _ROWS_KEPT:
             self._rows.popitem(last=False)
-        return row
-
-    def _walked_row(self, s: int) -> np.ndarray:
-        """``_row(s)`` from a walk of the vocabulary trie from s, a level at a time
-        (each node once, where walking every token byte by byte would walk shared
-        prefixes again): every node, cheaper than picking them, for a DFA that
-        keeps most alive."""
-        trie, dead = self.vocab.trie, self.dfa.n_states
-        parent, byte, bounds = trie.walk_arrays
-        flat = self.trans.ravel()  # state * 256 + byte -> next state (DFAs stay far below 2**23 states)
-        state = np.empty(trie.n_nodes + 1, dtype=np.int32)
-        state[-1] = dead  # for tokens without bytes (node -1)
-        for a, b in zip(bounds, bounds[1:]):
-            if a == bounds[0]:
-                at = byte[a:b] + s * 256
-            else:
-                at = state[parent[a:b]]
-                at <<= 8
-                at += byte[a:b]
-            np.take(flat, at, out=state[a:b])
-        row = state[trie.token_node]
-        row[row == dead] = -1
         return row
 
     def _sparse_row(self, nodes: np.ndarray, states: np.ndarray) -> tuple:
@@ -914,43 +781,6 @@ class _TerminalTokens:
         the walk's order: the same every time, so the group's id is too)."""
         usable = index.usable[tok]
         return _group(tok[usable], off[usable])
-
-    def _patched(self, row: np.ndarray, nodes: np.ndarray, states: np.ndarray) -> np.ndarray:
-        """``row`` with the tokens spelled at ``nodes`` set to ``states``."""
-        tokens, spelled = self.vocab.trie.tokens_at(nodes)
-        row[tokens] = np.repeat(states, spelled)
-        return row
-
-    def _row_beside(self, s: int, r: int, reference: np.ndarray):
-        """``_row(s)`` from the row of state r: walk the trie from s and r side by
-        side, only below the nodes where their states differ (where they meet, every
-        token below agrees; where s dies, every token below is dead). A string DFA
-        that tells declared keys from other names leaves the keys within a byte or
-        two of most tokens, and meets its state for any other name. None when the
-        states stay apart past ``_BESIDE_NODES`` nodes (a counter of characters)."""
-        trie, dead = self.vocab.trie, self.dfa.n_states
-        flat = self.trans.ravel()
-        nodes = np.arange(trie.level_start[0], trie.level_start[1])
-        here, there = np.int64(s), np.int64(r)
-        changed, states, killed = [], [], []
-        walked = 0
-        while len(nodes):
-            walked += len(nodes)
-            if walked > _BESIDE_NODES:
-                return None
-            byte = trie.byte[nodes]
-            here, there = flat[here * 256 + byte], flat[there * 256 + byte]
-            died = here == dead
-            killed.append(nodes[died & (there != dead)])
-            apart = (here != there) & ~died
-            nodes, here, there = nodes[apart], here[apart], there[apart]
-            changed.append(nodes)
-            states.append(here)
-            nodes, below = trie.children(nodes)
-            here, there = np.repeat(here, below).astype(np.int64), np.repeat(there, below).astype(np.int64)
-        row = reference.copy()
-        row[trie.tokens_below(np.concatenate(killed))[0]] = -1
-        return self._patched(row, np.concatenate(changed), np.concatenate(states))
 
     def exits(self, s: int, index: "GrammarIndex"):
         """How the usable tokens fare from state s: (packed tokens that keep it

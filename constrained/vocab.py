@@ -231,12 +231,6 @@ class Trie:
         return tokens, np.searchsorted(listed, preorder), np.searchsorted(listed, preorder + size)
 
     @cached_property
-    def walk_arrays(self) -> tuple[np.ndarray, np.ndarray, list]:
-        """The parents (as indices), the bytes (int32) and the level bounds (a
-        list): the types a level-by-level walk indexes fastest with."""
-        return self.parent.astype(np.intp), self.byte.astype(np.int32), self.level_start.tolist()
-
-    @cached_property
     def scalar_arrays(self) -> tuple[memoryview, bytes]:
         """``child_start`` and ``byte`` as Python reads them fastest one at a
         time: a node's children with byte b are at ``byte.find(b, first, end)``

@@ -1,0 +1,170 @@
+"""The loops of a mask that read tokens byte by byte through an automaton:
+a group of tokens walked through a lexeme (``token_walk``), traced once for
+every context (``trace_tokens``) and read off by each (``trace_read``), and a
+large terminal's state after every token (``trie_row``). They run once per new
+situation of a mask, on thousands of tokens or the whole trie; numpy would pay a
+call per byte position or trie level and a pass over the data per operation,
+so they are compiled with numba.
+
+An automaton here is ``trans``, (states + 1) x 256, whose last row is a dead
+sink every byte leads to; ``alive`` says which of its states a walk may stay in.
+Each function is compiled for the array types in its signature when this module
+is imported (numba keeps the machine code in its cache, but loading it into a
+new process still takes about half a second, which would otherwise land in some
+mask step).
+"""
+
+import numpy as np
+from numba import njit
+
+
+@njit("(uint8[::1], int64, int64[::1], int32[:, ::1], boolean[::1], int64[::1], int64[::1], int64)", cache=True)
+def token_walk(flat_bytes, width, lengths, trans, alive, tok, off, q):
+    """Walk each token ``tok[i]`` from its byte ``off[i]`` in state q until it
+    ends or its next byte leads where ``alive`` is false. Returns (the tokens
+    that ended, their states; the tokens that left, the offset of the byte that
+    did not fit, the state before it), each part ordered by the bytes walked,
+    then by place in ``tok``: the same tokens always come out in the same order,
+    which the ids of groups built from them rely on."""
+    n = len(tok)
+    left = np.empty(n, np.bool_)
+    walked = np.empty(n, np.int64)
+    state = np.empty(n, np.int64)
+    pos = np.empty(n, np.int64)
+    longest = 0
+    for i in range(n):
+        t, p, s = tok[i], off[i], q
+        end, base = lengths[t], tok[i] * width
+        out = False
+        while p < end:
+            after = trans[s, flat_bytes[base + p]]
+            if not alive[after]:
+                out = True
+                break
+            s = after
+            p += 1
+        left[i], walked[i], state[i], pos[i] = out, p - off[i], s, p
+        longest = max(longest, p - off[i])
+    # A counting sort by (left, bytes walked), stable: place in tok breaks ties.
+    starts = np.zeros(2 * (longest + 1) + 1, np.int64)
+    for i in range(n):
+        starts[left[i] * (longest + 1) + walked[i] + 1] += 1
+    for k in range(1, len(starts)):
+        starts[k] += starts[k - 1]
+    order = np.empty(n, np.int64)
+    for i in range(n):
+        k = left[i] * (longest + 1) + walked[i]
+        order[starts[k]] = i
+        starts[k] += 1
+    n_ended = n - int(left.sum())
+    ended, leaving = order[:n_ended], order[n_ended:]
+    return tok[ended], state[ended], tok[leaving], pos[leaving], state[leaving]
+
+
+@njit("(int32[::1], uint8[::1], int32[::1], int32[:, ::1], int64)", cache=True)
+def trie_row(parent, byte, token_node, trans, s):
+    """Per token, the state after its bytes from state s (-1: dead), from one
+    pass over the trie's nodes breadth first (a parent comes before its
+    children; a walk depth first would skip dead subtrees but wait on each
+    node's parent, and rows are walked for DFAs that keep most tokens alive)."""
+    dead = trans.shape[0] - 1
+    state = np.empty(len(parent), np.int32)
+    for i in range(len(parent)):
+        above = s if parent[i] < 0 else state[parent[i]]
+        state[i] = dead if above == dead else trans[above, byte[i]]
+    row = np.empty(len(token_node), np.int32)
+    for t in range(len(token_node)):
+        node = token_node[t]
+        row[t] = -1 if node < 0 or state[node] == dead else state[node]
+    return row
+
+
+@njit("(int64[::1], int32[::1], int64[::1], int64[::1], int64[::1], int64[::1], boolean[::1], boolean[::1], int64)",
+      cache=True)
+def trace_read(parent, state, end, depth, tok, off, alive, valid, q):
+    """One context's walk read off a trace (see grammar_index._Trace: path i
+    reaches ``state[i]``, extends path ``parent[i]``; token ``tok[j]`` ends on
+    path ``end[j]``), where ``alive`` says which lexer states the context stays
+    in. Returns (the tokens that end inside, in a state ``valid`` holds; the
+    tokens that leave, the offset of the byte that does not fit, the state
+    before it), in the trace's order of tokens."""
+    out = np.empty(len(parent), np.int64)  # per path: the path where it leaves, or -1
+    for i in range(len(parent)):
+        above = parent[i]
+        if above >= 0 and out[above] >= 0:
+            out[i] = out[above]
+        else:
+            out[i] = -1 if alive[state[i]] else i
+    n_ended = 0
+    for j in range(len(tok)):
+        n_ended += out[end[j]] < 0
+    accepted = np.empty(n_ended, np.int64)
+    n_accepted = 0
+    left_tok = np.empty(len(tok) - n_ended, np.int64)
+    left_off = np.empty(len(tok) - n_ended, np.int64)
+    left_state = np.empty(len(tok) - n_ended, np.int64)
+    n_left = 0
+    for j in range(len(tok)):
+        at = out[end[j]]
+        if at < 0:
+            if valid[state[end[j]]]:
+                accepted[n_accepted] = tok[j]
+                n_accepted += 1
+        else:
+            left_tok[n_left] = tok[j]
+            left_off[n_left] = off[j] + depth[at]
+            left_state[n_left] = q if parent[at] < 0 else state[parent[at]]
+            n_left += 1
+    return accepted[:n_accepted], left_tok, left_off, left_state
+
+
+@njit("(uint8[::1], int64, int64[::1], int32[:, ::1], int64, int64[::1], int64[::1])", cache=True)
+def trace_tokens(flat_bytes, width, lengths, trans, q, tok, off):
+    """Walk each token ``tok[j]`` from its byte ``off[j]`` in state q, byte by
+    byte, until it ends or dies; tokens that pass through the same states share
+    one path (grammar_index._Trace). Returns (per path: its state, the path it
+    extends or -1, its depth; the tokens with their offsets ordered by the path
+    each ends on, and that path). A level's paths are numbered in the order of
+    (the path they extend, their state)."""
+    dead = trans.shape[0] - 1
+    n = len(tok)
+    room = 0
+    for j in range(n):
+        room += max(lengths[tok[j]] - off[j], 1)
+    path_state = np.empty(room, np.int32)
+    path_parent = np.empty(room, np.int64)
+    path_depth = np.empty(room, np.int64)
+    who = np.arange(n)
+    path = np.zeros(n, np.int64)  # the path each walking token is on, numbered within its level
+    state = np.full(n, q, np.int64)
+    pos = off.copy()
+    end = np.empty(n, np.int64)
+    above, total, depth = -1, 0, 0  # above: where the previous level's paths start
+    walking = n
+    keys = np.empty(n, np.int64)
+    while walking:
+        for i in range(walking):
+            state[i] = trans[state[i], flat_bytes[tok[who[i]] * width + pos[i]]]
+            keys[i] = path[i] * (dead + 1) + state[i]
+        order = np.argsort(keys[:walking])
+        count = 0
+        for r in range(walking):
+            i = order[r]
+            if r == 0 or keys[i] != keys[order[r - 1]]:
+                path_state[total + count] = state[i]
+                path_parent[total + count] = keys[i] // (dead + 1) + above if above >= 0 else -1
+                path_depth[total + count] = depth
+                count += 1
+            path[i] = count - 1
+        above = total
+        total += count
+        depth += 1
+        going = 0
+        for i in range(walking):
+            end[who[i]] = path[i] + above
+            if state[i] < dead and pos[i] + 1 < lengths[tok[who[i]]]:
+                who[going], path[going], state[going], pos[going] = who[i], path[i], state[i], pos[i] + 1
+                going += 1
+        walking = going
+    order = np.argsort(end, kind="mergesort")
+    return path_state[:total], path_parent[:total], path_depth[:total], tok[order], off[order], end[order]
