@@ -4,12 +4,12 @@ parser stack) situation, as packed masks.
 Each terminal knows, per state of its DFA, how every token fares: which tokens
 keep it alive, which die at their first byte, and which complete it and go on
 (``_TerminalTokens.exits``, from its token table: index.py's trie walk over all
-states for a small DFA, one row per state reached for a large one or a literal,
-walked down the trie below its live nodes only (node by node for a literal or an
-enum), or in one compiled pass over the trie, walks.trie_row). These are shared
-by every grammar using the terminal. A lexer state where several terminals are
-alive combines their exits (``_combine``), so no step walks the whole
-vocabulary. Tokens that leave the lexeme are then followed from the parser
+states for a small DFA; one row per state reached for a large one, from a pass
+over the whole trie, or for a literal or an enum, from the trie walked below its
+live nodes only; the loops that read bytes are compiled, walks.py). These are
+shared by every grammar using the terminal. A lexer state where several
+terminals are alive combines their exits (``_combine``), so no step walks the
+whole vocabulary. Tokens that leave the lexeme are then followed from the parser
 stack, lexeme after lexeme, in groups by the terminal emitted (only the tokens
 whose next byte some terminal lets in enter the next lexeme: a few percent of a
 group, usually); the walk of a group through a lexeme is remembered under the
@@ -27,12 +27,12 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .dfa import DFA, is_finite, ranges
+from .dfa import DFA, is_finite
 from .index import walk_trie
 from .lalr import SuffixMemo
 from .models import cache_dir
 from .vocab import Vocabulary, padded_bytes
-from .walks import token_walk, trace_read, trace_tokens, trie_row
+from .walks import token_walk, trace_read, trace_tokens, trie_row, trie_walk
 
 _MASK_CACHE = 50_000  # masks kept per grammar and vocabulary, keyed by stack suffix (equal masks share one array)
 _FOLLOW_CACHE = 50_000  # groups followed through the lexemes after them, keyed likewise
@@ -49,7 +49,6 @@ _ROWS_KEPT = 256  # such rows kept per terminal (the most recently used)
 _EXITS_KEPT = 4096  # per terminal, states whose exits are kept (the most recently used)
 _FEW_IDS = 2048  # token sets up to this size are packed word by word, larger ones through a bool per token
 _TRIE_WALKED = 60_000  # token sets larger than this are walked through the lexer down the trie, not token by token
-_FEW_LOOKUPS = 256  # a literal's or an enum's trie walk looks up at most this many children one at a time
 
 
 class _Walk:
@@ -406,7 +405,7 @@ class GrammarIndex:
         lexeme, so shared prefixes are read once; every token below a node that
         leaves leaves there."""
         trie = self.vocab.trie
-        _, _, left, before, depth = _walk_down(trie, self.lexer.trans.ravel(), q, alive)
+        _, _, left, before, depth = _walk_down(trie, self.lexer.trans, q, alive)
         below, size = trie.tokens_below(left)
         offset, state_before = np.full(self.vocab.size, -1), np.zeros(self.vocab.size, dtype=np.int64)
         offset[below] = np.repeat(depth, size)
@@ -432,85 +431,19 @@ class GrammarIndex:
 
 
 def _group(tok: np.ndarray, off: np.ndarray) -> _Group:
-    """``tok`` and ``off`` as a ``_Group``, whose id is a digest of both (as
-    narrow integers: hashing is most of the cost of a large group)."""
+    """``tok`` and ``off`` as a ``_Group`` (int64, the type the compiled walks
+    take), whose id is a digest of both (as narrow integers: hashing is most of
+    the cost of a large group)."""
     digest = hashlib.sha256(str(len(tok)).encode())
     digest.update(tok.astype(np.int32))
     digest.update(off.astype(np.int32))
-    return _Group(digest.digest(), tok, off)
+    return _Group(digest.digest(), tok.astype(np.int64, copy=False), off.astype(np.int64, copy=False))
 
 
 def _walk_down(trie, trans: np.ndarray, q: int, alive: np.ndarray):
-    """The trie walked from state q of ``trans`` (state x 256, flattened) below
-    the nodes where ``alive`` holds only, a level at a time: (those nodes, the
-    state at each; the nodes where it stops holding, the state before each and
-    its depth, 0 for a first byte)."""
-    nodes = np.arange(trie.level_start[0], trie.level_start[1])
-    state = np.full(len(nodes), q, dtype=np.int64)
-    reached, states, left, before = [], [], [], []
-    while len(nodes):
-        after = trans[state * 256 + trie.byte[nodes]]
-        inside = alive[after]
-        out = ~inside
-        left.append(nodes[out])
-        before.append(state[out])
-        nodes, after = nodes[inside], after[inside]
-        reached.append(nodes)
-        states.append(after)
-        nodes, below = trie.children(nodes)
-        state = np.repeat(after, below).astype(np.int64)
-    depth = np.repeat(np.arange(len(left)), [len(part) for part in left])
-    return tuple(np.concatenate(parts) for parts in (reached, states, left, before)) + (depth,)
-
-
-def _walk_few(trie, moves: list, q: int, accepting: np.ndarray):
-    """``_walk_down`` for a DFA that lets in a few bytes from each state (a
-    literal, an enum), from state q with ``moves[s]`` the (byte, next state)
-    pairs alive from s: node by node, since a numpy call per level costs more
-    than the few nodes alive there. (the nodes reached, the state at each; the
-    nodes where a complete lexeme goes on with a byte that does not fit, the
-    depth of each), or None past _FEW_LOOKUPS lookups of a child (digits of a
-    date, hex digits: many nodes, better a level at a time)."""
-    child_start, node_byte = trie.scalar_arrays
-    complete = accepting.tolist()
-    reached, states, leave_first, leave_end, leave_depth = [], [], [], [], []
-    todo = [(int(trie.level_start[0]), int(trie.level_start[1]), q, 0)]  # a node's children, its state, their depth
-    lookups = 0
-    while todo:
-        first, end, s, depth = todo.pop()
-        followed = []
-        lookups += len(moves[s])
-        if lookups > _FEW_LOOKUPS:
-            return None
-        for byte, t in moves[s]:
-            at = node_byte.find(byte, first, end)
-            if at >= 0:
-                reached.append(at)
-                states.append(t)
-                followed.append(at)
-                if child_start[at] < child_start[at + 1]:  # a leaf is reached, with nothing below to walk
-                    todo.append((child_start[at], child_start[at + 1], t, depth + 1))
-        if depth and complete[s] and end > first:  # every other child leaves the lexeme
-            followed.sort()
-            for at in followed + [end]:
-                if at > first:
-                    leave_first.append(first)
-                    leave_end.append(at)
-                    leave_depth.append(depth)
-                first = at + 1
-    leave_first = np.array(leave_first, dtype=np.int64)
-    lengths = np.array(leave_end, dtype=np.int64) - leave_first
-    return (np.array(reached, dtype=np.int64), np.array(states, dtype=np.int64),
-            ranges(leave_first, lengths), np.repeat(np.array(leave_depth, dtype=np.int64), lengths))
-
-
-def _moves(dfa: DFA) -> list:
-    """Per state, the (byte, next state) pairs of its live transitions."""
-    moves = [[] for _ in range(dfa.n_states)]
-    state, byte = np.nonzero(dfa.transitions >= 0)
-    for s, b, t in zip(state.tolist(), byte.tolist(), dfa.transitions[state, byte].tolist()):
-        moves[s].append((b, t))
-    return moves
+    """The trie walked from state q of ``trans`` below the nodes where ``alive``
+    holds only (``walks.trie_walk``)."""
+    return trie_walk(trie.child_start, trie.byte, int(trie.level_start[0]), int(trie.level_start[1]), trans, q, alive)
 
 
 def _cat(parts) -> np.ndarray:
@@ -712,7 +645,6 @@ class _TerminalTokens:
         self.table, self.group = _stored_table(dfa, vocab, key) if _whole_table_pays(dfa, vocab) else (None, None)
         self._rows: OrderedDict = OrderedDict()
         self._narrow = _narrow(dfa)
-        self._moves = _moves(dfa) if self._narrow else None  # per state, its live (byte, next state) pairs
         self.trans = np.vstack([np.where(dfa.transitions < 0, n, dfa.transitions), np.full((1, 256), n)]).astype(np.int32, order="C")
         self.alive = np.append(np.ones(n, dtype=bool), False)
         accepting = np.append(dfa.accepting, False)
@@ -765,15 +697,10 @@ class _TerminalTokens:
         nodes, the state at each; the tokens that complete it and go on, the
         offset of the byte that does not fit), the last two unsorted."""
         trie = self.vocab.trie
-        few = _walk_few(trie, self._moves, s, self.accepting) if self._narrow else None
-        if few is not None:
-            nodes, states, left, depth = few
-        else:
-            nodes, states, left, before, depth = _walk_down(trie, self.trans.ravel(), s, self.alive)
-            goes_on = (depth > 0) & self.accepting[before]  # a byte past the first that ends a complete lexeme
-            left, depth = left[goes_on], depth[goes_on]
-        leaving, size = trie.tokens_below(left)
-        return nodes, states, leaving, np.repeat(depth, size)
+        nodes, states, left, before, depth = _walk_down(trie, self.trans, s, self.alive)
+        goes_on = (depth > 0) & self.accepting[before]  # a byte past the first that ends a complete lexeme
+        leaving, size = trie.tokens_below(left[goes_on])
+        return nodes, states, leaving, np.repeat(depth[goes_on], size)
 
     @staticmethod
     def _leaving_group(tok, off, index) -> "_Group":

@@ -230,13 +230,6 @@ class Trie:
         listed = preorder[self.token_node[tokens]]
         return tokens, np.searchsorted(listed, preorder), np.searchsorted(listed, preorder + size)
 
-    @cached_property
-    def scalar_arrays(self) -> tuple[memoryview, bytes]:
-        """``child_start`` and ``byte`` as Python reads them fastest one at a
-        time: a node's children with byte b are at ``byte.find(b, first, end)``
-        (children are in byte order)."""
-        return memoryview(self.child_start), self.byte.tobytes()
-
     @classmethod
     def cached(cls, vocab: Vocabulary) -> "Trie":
         """The trie of ``vocab``, from the disk cache when it was built before."""

@@ -1,9 +1,10 @@
-"""The loops of a mask that read tokens byte by byte through an automaton:
-a group of tokens walked through a lexeme (``token_walk``), traced once for
-every context (``trace_tokens``) and read off by each (``trace_read``), and a
-large terminal's state after every token (``trie_row``). They run once per new
-situation of a mask, on thousands of tokens or the whole trie; numpy would pay a
-call per byte position or trie level and a pass over the data per operation,
+"""The loops of a mask that read tokens byte by byte through an automaton: a group
+of tokens walked through a lexeme (``token_walk``), or traced once for every
+context (``trace_tokens``) and read off by each (``trace_read``); the trie
+walked below the nodes a state keeps alive (``trie_walk``), and a large
+terminal's state after every token (``trie_row``). They run once per new
+situation of a mask, on thousands of tokens or the whole trie; numpy would pay
+a call per byte position or trie level and a pass over the data per operation,
 so they are compiled with numba.
 
 An automaton here is ``trans``, (states + 1) x 256, whose last row is a dead
@@ -77,6 +78,47 @@ def trie_row(parent, byte, token_node, trans, s):
         node = token_node[t]
         row[t] = -1 if node < 0 or state[node] == dead else state[node]
     return row
+
+
+@njit(cache=True)
+def _walk_below(child_start, byte, first, end, trans, q, alive, reached, states, left, before, depth):
+    """``trie_walk``'s walk, writing what it finds into the arrays as far as
+    they reach; returns how many nodes it reached and left. (Run twice, to count
+    and then to fill: arrays that grow in the loop would cost reference counting
+    at every step.)"""
+    n_reached = n_left = 0
+    todo = [(first, end, q, 0)]  # nodes whose children are yet to walk: first child, end, state, depth
+    while todo:
+        a, b, s, d = todo.pop()
+        for c in range(a, b):
+            t = trans[s, byte[c]]
+            if alive[t]:
+                if n_reached < len(reached):
+                    reached[n_reached], states[n_reached] = c, t
+                n_reached += 1
+                if child_start[c] < child_start[c + 1]:
+                    todo.append((np.int64(child_start[c]), np.int64(child_start[c + 1]), np.int64(t), d + 1))
+            else:
+                if n_left < len(left):
+                    left[n_left], before[n_left], depth[n_left] = c, s, d
+                n_left += 1
+    return n_reached, n_left
+
+
+@njit("(int32[::1], uint8[::1], int64, int64, int32[:, ::1], int64, boolean[::1])", cache=True)
+def trie_walk(child_start, byte, first, end, trans, q, alive):
+    """The trie walked from state q (its first bytes are nodes first..end)
+    below the nodes where ``alive`` holds only: (those nodes, the state at
+    each; the nodes where it stops holding, the state before each, and its
+    depth, 0 for a first byte). Children of a node are ``child_start[n]`` to
+    ``child_start[n + 1]``."""
+    nothing = np.empty(0, np.int64)
+    n_reached, n_left = _walk_below(child_start, byte, first, end, trans, q, alive,
+                                    nothing, nothing, nothing, nothing, nothing)
+    reached, states = np.empty(n_reached, np.int64), np.empty(n_reached, np.int64)
+    left, before, depth = np.empty(n_left, np.int64), np.empty(n_left, np.int64), np.empty(n_left, np.int64)
+    _walk_below(child_start, byte, first, end, trans, q, alive, reached, states, left, before, depth)
+    return reached, states, left, before, depth
 
 
 @njit("(int64[::1], int32[::1], int64[::1], int64[::1], int64[::1], int64[::1], boolean[::1], boolean[::1], int64)",
