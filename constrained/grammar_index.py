@@ -38,7 +38,7 @@ _MASK_CACHE = 50_000  # masks kept per grammar and vocabulary, keyed by stack su
 _FOLLOW_CACHE = 50_000  # groups followed through the lexemes after them, keyed likewise
 _WALK_CACHE = 2_000  # token walks from a lexer state kept per grammar and vocabulary
 _NODE_CACHE = 50_000  # walks of tokens that crossed into a new lexeme, kept likewise
-_TRACE_STATES = 8_000_000  # lexer states kept in traces (see _Trace) per grammar and vocabulary, 8 bytes each
+_TRACE_STATES = 8_000_000  # paths and tokens kept in traces (see _Trace) per grammar and vocabulary, ~20 bytes each
 _TABLES_ON_DISK = 1 << 30  # bytes of terminal tables kept in the cache directory (the least recently used go)
 _TERMINALS_KEPT = 64  # terminals' token tables shared across grammars, per vocabulary (the most recent)
 _SMALL_STATES = 24  # terminals with at most this many DFA states get a whole token table, built in one trie walk
@@ -437,7 +437,7 @@ def _group(tok: np.ndarray, off: np.ndarray) -> _Group:
     digest = hashlib.sha256(str(len(tok)).encode())
     digest.update(tok.astype(np.int32))
     digest.update(off.astype(np.int32))
-    return _Group(digest.digest(), tok.astype(np.int64, copy=False), off.astype(np.int64, copy=False))
+    return _Group(digest.digest(), np.ascontiguousarray(tok, dtype=np.int64), np.ascontiguousarray(off, dtype=np.int64))
 
 
 def _walk_down(trie, trans: np.ndarray, q: int, alive: np.ndarray):

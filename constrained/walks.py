@@ -19,7 +19,21 @@ import numpy as np
 from numba import njit
 
 
-@njit("(uint8[::1], int64, int64[::1], int32[:, ::1], boolean[::1], int64[::1], int64[::1], int64)", cache=True)
+def _compiled(signature: str):
+    """numba's njit for ``signature``, kept in numba's cache; without the cache
+    where numba finds no writable place for it (a read-only install with no
+    writable home), which would otherwise fail the import."""
+
+    def compile(function):
+        try:
+            return njit(signature, cache=True)(function)
+        except RuntimeError:  # "cannot cache function ...: no locator available"
+            return njit(signature)(function)
+
+    return compile
+
+
+@_compiled("(uint8[::1], int64, int64[::1], int32[:, ::1], boolean[::1], int64[::1], int64[::1], int64)")
 def token_walk(flat_bytes, width, lengths, trans, alive, tok, off, q):
     """Walk each token ``tok[i]`` from its byte ``off[i]`` in state q until it
     ends or its next byte leads where ``alive`` is false. Returns (the tokens
@@ -35,7 +49,7 @@ def token_walk(flat_bytes, width, lengths, trans, alive, tok, off, q):
     longest = 0
     for i in range(n):
         t, p, s = tok[i], off[i], q
-        end, base = lengths[t], tok[i] * width
+        end, base = lengths[t], t * width
         out = False
         while p < end:
             after = trans[s, flat_bytes[base + p]]
@@ -62,7 +76,7 @@ def token_walk(flat_bytes, width, lengths, trans, alive, tok, off, q):
     return tok[ended], state[ended], tok[leaving], pos[leaving], state[leaving]
 
 
-@njit("(int32[::1], uint8[::1], int32[::1], int32[:, ::1], int64)", cache=True)
+@_compiled("(int32[::1], uint8[::1], int32[::1], int32[:, ::1], int64)")
 def trie_row(parent, byte, token_node, trans, s):
     """Per token, the state after its bytes from state s (-1: dead), from one
     pass over the trie's nodes breadth first (a parent comes before its
@@ -80,7 +94,7 @@ def trie_row(parent, byte, token_node, trans, s):
     return row
 
 
-@njit(cache=True)
+@njit  # compiled into trie_walk, and cached with it
 def _walk_below(child_start, byte, first, end, trans, q, alive, reached, states, left, before, depth):
     """``trie_walk``'s walk, writing what it finds into the arrays as far as
     they reach; returns how many nodes it reached and left. (Run twice, to count
@@ -105,7 +119,7 @@ def _walk_below(child_start, byte, first, end, trans, q, alive, reached, states,
     return n_reached, n_left
 
 
-@njit("(int32[::1], uint8[::1], int64, int64, int32[:, ::1], int64, boolean[::1])", cache=True)
+@_compiled("(int32[::1], uint8[::1], int64, int64, int32[:, ::1], int64, boolean[::1])")
 def trie_walk(child_start, byte, first, end, trans, q, alive):
     """The trie walked from state q (its first bytes are nodes first..end)
     below the nodes where ``alive`` holds only: (those nodes, the state at
@@ -121,8 +135,8 @@ def trie_walk(child_start, byte, first, end, trans, q, alive):
     return reached, states, left, before, depth
 
 
-@njit("(int64[::1], int32[::1], int64[::1], int64[::1], int64[::1], int64[::1], boolean[::1], boolean[::1], int64)",
-      cache=True)
+@_compiled("(int64[::1], int32[::1], int64[::1], int64[::1], int64[::1], int64[::1], boolean[::1], boolean[::1], "
+           "int64)")
 def trace_read(parent, state, end, depth, tok, off, alive, valid, q):
     """One context's walk read off a trace (see grammar_index._Trace: path i
     reaches ``state[i]``, extends path ``parent[i]``; token ``tok[j]`` ends on
@@ -160,7 +174,7 @@ def trace_read(parent, state, end, depth, tok, off, alive, valid, q):
     return accepted[:n_accepted], left_tok, left_off, left_state
 
 
-@njit("(uint8[::1], int64, int64[::1], int32[:, ::1], int64, int64[::1], int64[::1])", cache=True)
+@_compiled("(uint8[::1], int64, int64[::1], int32[:, ::1], int64, int64[::1], int64[::1])")
 def trace_tokens(flat_bytes, width, lengths, trans, q, tok, off):
     """Walk each token ``tok[j]`` from its byte ``off[j]`` in state q, byte by
     byte, until it ends or dies; tokens that pass through the same states share
@@ -209,4 +223,6 @@ def trace_tokens(flat_bytes, width, lengths, trans, q, tok, off):
                 going += 1
         walking = going
     order = np.argsort(end, kind="mergesort")
-    return path_state[:total], path_parent[:total], path_depth[:total], tok[order], off[order], end[order]
+    # copies, since the buffers were sized for the worst case and traces are kept
+    paths = path_state[:total].copy(), path_parent[:total].copy(), path_depth[:total].copy()
+    return paths + (tok[order], off[order], end[order])

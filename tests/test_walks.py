@@ -1,0 +1,54 @@
+"""The compiled walks (walks.py) on small hand-made automata: what each one
+promises beyond what the mask tests check through the grammar index."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from constrained import walks
+
+
+def _automaton(n_states: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """A random (states + 1) x 256 table whose last row is the dead sink, and
+    ``alive`` (every state but the sink)."""
+    trans = rng.integers(0, n_states + 1, size=(n_states + 1, 256)).astype(np.int32)
+    trans[n_states] = n_states
+    return trans, np.arange(n_states + 1) < n_states
+
+
+def test_token_walk_orders_by_bytes_walked_then_place():
+    """Tokens come out ordered by the bytes each walked, then by their place in
+    the input, in both parts: equal groups of tokens must get equal ids."""
+    rng = np.random.default_rng(0)
+    trans, alive = _automaton(5, rng)
+    lengths = rng.integers(1, 9, size=300)
+    width = int(lengths.max())
+    flat = rng.integers(0, 256, size=300 * width).astype(np.uint8)
+    tok = rng.permutation(300).astype(np.int64)
+    off = np.minimum(rng.integers(0, 3, size=300), lengths[tok] - 1).astype(np.int64)
+    ended, _, left, left_off, _ = walks.token_walk(flat, width, lengths, trans, alive, tok, off, 0)
+    place = {t: i for i, t in enumerate(tok.tolist())}
+    walked_off = dict(zip(tok.tolist(), off.tolist()))
+    ended_keys = [(lengths[t] - walked_off[t], place[t]) for t in ended.tolist()]
+    left_keys = [(o - walked_off[t], place[t]) for t, o in zip(left.tolist(), left_off.tolist())]
+    assert ended_keys == sorted(ended_keys) and left_keys == sorted(left_keys)
+    assert len(ended) and len(left) and len(ended) + len(left) == 300
+
+
+def test_walks_compile_without_numba_cache(monkeypatch):
+    """Where numba has nowhere to write its cache (a read-only install without a
+    writable home), the module still imports, compiled in the process."""
+    from numba.core import caching
+
+    monkeypatch.setattr(caching.CacheImpl, "_locator_classes", [])
+    with pytest.raises(RuntimeError):
+        walks.njit("(int64,)", cache=True)(lambda x: x)
+    spec = importlib.util.spec_from_file_location("walks_without_cache", walks.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    trans = np.array([[1] * 256, [1] * 256], dtype=np.int32)
+    trans[0, 7] = 0
+    row = module.trie_row(np.array([-1, 0], np.int32), np.array([7, 7], np.uint8), np.array([0, 1, -1], np.int32),
+                          trans, 0)
+    assert row.tolist() == [0, 0, -1]
