@@ -24,13 +24,13 @@ def _compiled(signature: str):
     where numba finds no writable place for it (a read-only install with no
     writable home), which would otherwise fail the import."""
 
-    def compile(function):
+    def decorate(function):
         try:
             return njit(signature, cache=True)(function)
         except RuntimeError:  # "cannot cache function ...: no locator available"
             return njit(signature)(function)
 
-    return compile
+    return decorate
 
 
 @_compiled("(uint8[::1], int64, int64[::1], int32[:, ::1], boolean[::1], int64[::1], int64[::1], int64)")
