@@ -180,49 +180,79 @@ def trace_tokens(flat_bytes, width, lengths, trans, q, tok, off):
     byte, until it ends or dies; tokens that pass through the same states share
     one path (grammar_index._Trace). Returns (per path: its state, the path it
     extends or -1, its depth; the tokens with their offsets ordered by the path
-    each ends on, and that path). A level's paths are numbered in the order of
-    (the path they extend, their state)."""
+    each ends on, and that path). A level's paths are numbered by the path they
+    extend, then in the order the tokens reach them.
+
+    Each level is read in the order of the paths its tokens are on, so the
+    tokens that extend one path come together, and a table per state says
+    which path it last extended into which new path: linear in the bytes read,
+    where sorting each level's paths was not (30 against 12 ms for a group of
+    121,000 tokens)."""
     dead = trans.shape[0] - 1
     n = len(tok)
+    # Each token's bytes from its offset, one after the other (``data[pos[j]:stop[j]]``):
+    # levels read them out of order, and the vocabulary's padded rows lie far apart.
     room = 0
     for j in range(n):
-        room += max(lengths[tok[j]] - off[j], 1)
+        room += lengths[tok[j]] - off[j]
+    data = np.empty(room, np.uint8)
+    pos, stop = np.empty(n, np.int64), np.empty(n, np.int64)
+    k = 0
+    for j in range(n):
+        pos[j] = k
+        for at in range(tok[j] * width + off[j], tok[j] * width + lengths[tok[j]]):
+            data[k] = flat_bytes[at]
+            k += 1
+        stop[j] = k
     path_state = np.empty(room, np.int32)
     path_parent = np.empty(room, np.int64)
     path_depth = np.empty(room, np.int64)
-    who = np.arange(n)
-    path = np.zeros(n, np.int64)  # the path each walking token is on, numbered within its level
-    state = np.full(n, q, np.int64)
-    pos = off.copy()
+    extended = np.full(dead + 1, -2, np.int64)  # per state: the path a new path last extended into it
+    into = np.empty(dead + 1, np.int64)  # ... and that new path
+    # The tokens still walking, grouped by the path they are on: index in tok, path, state, bytes left.
+    who, on, state = np.arange(n), np.full(n, -1, np.int64), np.full(n, q, np.int64)
+    who2, on2, state2, pos2, stop2 = (np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
+                                      np.empty(n, np.int64), np.empty(n, np.int64))
     end = np.empty(n, np.int64)
-    above, total, depth = -1, 0, 0  # above: where the previous level's paths start
+    goes = np.empty(n, np.bool_)
+    total = depth = 0
     walking = n
-    keys = np.empty(n, np.int64)
     while walking:
+        first = total
+        slot = np.zeros(walking + 1, np.int64)  # per new path, the tokens going on from it (then where they go)
         for i in range(walking):
-            state[i] = trans[state[i], flat_bytes[tok[who[i]] * width + pos[i]]]
-            keys[i] = path[i] * (dead + 1) + state[i]
-        order = np.argsort(keys[:walking])
-        count = 0
-        for r in range(walking):
-            i = order[r]
-            if r == 0 or keys[i] != keys[order[r - 1]]:
-                path_state[total + count] = state[i]
-                path_parent[total + count] = keys[i] // (dead + 1) + above if above >= 0 else -1
-                path_depth[total + count] = depth
-                count += 1
-            path[i] = count - 1
-        above = total
-        total += count
+            s = trans[state[i], data[pos[i]]]
+            if extended[s] != on[i]:
+                extended[s], into[s] = on[i], total
+                path_state[total], path_parent[total], path_depth[total] = s, on[i], depth
+                total += 1
+            state[i], on[i] = s, into[s]
+            goes[i] = s < dead and pos[i] + 1 < stop[i]
+            if goes[i]:
+                slot[on[i] - first + 1] += 1
+            else:
+                end[who[i]] = on[i]
+        # The tokens that go on, regrouped by their new path (a counting sort).
+        for k in range(1, total - first + 1):
+            slot[k] += slot[k - 1]
+        for i in range(walking):
+            if goes[i]:
+                k = slot[on[i] - first]
+                slot[on[i] - first] += 1
+                who2[k], on2[k], state2[k], pos2[k], stop2[k] = who[i], on[i], state[i], pos[i] + 1, stop[i]
+        walking = slot[total - first]
+        who, who2, on, on2, state, state2, pos, pos2, stop, stop2 = who2, who, on2, on, state2, state, pos2, pos, stop2, stop
         depth += 1
-        going = 0
-        for i in range(walking):
-            end[who[i]] = path[i] + above
-            if state[i] < dead and pos[i] + 1 < lengths[tok[who[i]]]:
-                who[going], path[going], state[going], pos[going] = who[i], path[i], state[i], pos[i] + 1
-                going += 1
-        walking = going
-    order = np.argsort(end, kind="mergesort")
+    # The tokens ordered by the path they end on (a counting sort: stable).
+    slot = np.zeros(total + 1, np.int64)
+    for j in range(n):
+        slot[end[j] + 1] += 1
+    for k in range(1, total + 1):
+        slot[k] += slot[k - 1]
+    order = np.empty(n, np.int64)
+    for j in range(n):
+        order[slot[end[j]]] = j
+        slot[end[j]] += 1
     # copies, since the buffers were sized for the worst case and traces are kept
     paths = path_state[:total].copy(), path_parent[:total].copy(), path_depth[:total].copy()
     return paths + (tok[order], off[order], end[order])

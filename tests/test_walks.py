@@ -52,3 +52,37 @@ def test_walks_compile_without_numba_cache(monkeypatch):
     row = module.trie_row(np.array([-1, 0], np.int32), np.array([7, 7], np.uint8), np.array([0, 1, -1], np.int32),
                           trans, 0)
     assert row.tolist() == [0, 0, -1]
+
+
+def test_trace_shares_paths_and_replays_every_walk():
+    """A trace keeps one path per (path extended, state): no two paths repeat
+    one; each token's path, followed up to the root, is its own walk byte by
+    byte (until it ends or dies); tokens come ordered by the path they end on."""
+    rng = np.random.default_rng(1)
+    trans, _ = _automaton(4, rng)
+    trans[trans == 4] = rng.integers(0, 4, size=int((trans == 4).sum()))  # dying is rare ...
+    trans[:4, :3] = 4  # ... but bytes 0-2 kill every state
+    trans[4] = 4
+    lengths = rng.integers(1, 7, size=2000)
+    width = int(lengths.max())
+    flat = rng.integers(0, 12, size=2000 * width).astype(np.uint8)  # few distinct bytes: many shared paths
+    tok = rng.permutation(2000).astype(np.int64)
+    off = np.minimum(rng.integers(0, 2, size=2000), lengths[tok] - 1).astype(np.int64)
+    state, parent, depth, t_tok, t_off, end = walks.trace_tokens(flat, width, lengths, trans, 0, tok, off)
+    assert len(set(zip(parent.tolist(), state.tolist()))) == len(state) < int((lengths[tok] - off).sum())
+    assert (np.diff(end) >= 0).all() and sorted(t_tok.tolist()) == sorted(tok.tolist())
+    for t, o, e in zip(t_tok.tolist(), t_off.tolist(), end.tolist()):
+        chain = []
+        while e >= 0:
+            chain.append(e)
+            e = int(parent[e])
+        chain.reverse()
+        assert depth[chain].tolist() == list(range(len(chain)))
+        path = state[chain].tolist()
+        walked, s = [], 0
+        for b in flat[t * width + o: t * width + lengths[t]].tolist():
+            s = int(trans[s, b])
+            walked.append(s)
+            if s == 4:
+                break
+        assert path == walked
