@@ -1,8 +1,9 @@
 """The loops of a mask that read tokens byte by byte through an automaton: a group
 of tokens walked through a lexeme (``token_walk``), or traced once for every
 context (``trace_tokens``) and read off by each (``trace_read``); the trie
-walked below the nodes a state keeps alive (``trie_walk``), and a large
-terminal's state after every token (``trie_row``). They run once per new
+walked below the nodes a state keeps alive (``trie_walk``), or whole, for
+where every token leaves a state (``trie_exits``) or a large terminal's state
+after every token (``trie_row``). They run once per new
 situation of a mask, on thousands of tokens or the whole trie; numpy would pay
 a call per byte position or trie level and a pass over the data per operation,
 so they are compiled with numba.
@@ -92,6 +93,37 @@ def trie_row(parent, byte, token_node, trans, s):
         node = token_node[t]
         row[t] = -1 if node < 0 or state[node] == dead else state[node]
     return row
+
+
+@_compiled("(int32[::1], uint8[::1], int32[::1], int32[::1], int32[:, ::1], int64, boolean[::1])")
+def trie_exits(parent, byte, level_start, token_node, trans, q, alive):
+    """Per token, where reading its bytes from state q first leads to a state
+    ``alive`` does not hold: (the offset of that byte, -1 where none does or the
+    token has no bytes; the state before it), from one pass over the trie's
+    nodes breadth first, as ``trie_row``. For many tokens at once: a walk down
+    the trie below the live nodes (``trie_walk``) costs more per node once it
+    reaches a good part of the trie."""
+    left_at = np.empty(len(parent), np.int32)  # per node: the depth of the byte that leaves, or -1
+    state = np.empty(len(parent), np.int32)  # per node: the state reached, or the state before that byte
+    for d in range(len(level_start) - 1):
+        for i in range(level_start[d], level_start[d + 1]):
+            above = parent[i]
+            if above >= 0 and left_at[above] >= 0:
+                left_at[i], state[i] = left_at[above], state[above]
+                continue
+            s = q if above < 0 else state[above]
+            after = trans[s, byte[i]]
+            if alive[after]:
+                left_at[i], state[i] = -1, after
+            else:
+                left_at[i], state[i] = d, s
+    off = np.full(len(token_node), -1, np.int64)
+    before = np.zeros(len(token_node), np.int64)
+    for t in range(len(token_node)):
+        node = token_node[t]
+        if node >= 0 and left_at[node] >= 0:
+            off[t], before[t] = left_at[node], state[node]
+    return off, before
 
 
 @njit  # compiled into trie_walk, and cached with it

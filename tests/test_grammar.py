@@ -747,10 +747,11 @@ def test_literals_walk_the_trie_below_live_nodes(tokenizers):
         assert most_leaving > 100  # from a complete state: every token that ends the literal and goes on
 
 
-def test_tokens_leaving_walked_down_the_trie_agree_with_walking(tokenizers, monkeypatch):
-    """Large sets of tokens are walked through the lexer (and through a
-    terminal's DFA for its exits) down the trie rather than token by token:
-    the same tokens leave, at the same byte, from the same state."""
+def test_tokens_leaving_read_off_the_trie_agree_with_walking(tokenizers, monkeypatch):
+    """Large sets of tokens are read through the lexer (and through a
+    terminal's DFA for its exits) in one pass over the trie rather than token
+    by token (walks.trie_exits): the same tokens leave, at the same byte, from
+    the same state."""
     import constrained.grammar_index as gi
 
     tok = tokenizers("llama3")
