@@ -344,19 +344,15 @@ class GrammarIndex:
         met once is just walked (a trace costs a few walks)."""
         node = self._nodes.get(key)
         if node is None:
-            tok, off = self._entering(group, q)
-            if not len(tok):
-                node = (tok, {})
+            if (group.id, q) in self._walked:  # another context walks it again: trace it once for all
+                accepted, b_tok, b_off, b_state = self._read(self._trace(group, q), ctx)
             else:
-                if (group.id, q) in self._walked:  # another context walks it again: trace it once for all
-                    accepted, b_tok, b_off, b_state = self._read(self._trace(group.id, q, tok, off), ctx)
-                else:
-                    if len(self._walked) >= _NODE_CACHE:
-                        self._walked.clear()
-                    self._walked.add((group.id, q))
-                    ended, end_state, b_tok, b_off, b_state = self._walk(tok, off, q, ctx.alive_lark)
-                    accepted = ended[ctx.alive_valid[end_state]]
-                node = (accepted, self._by_terminal(b_tok, b_off, ctx.choice[b_state]))
+                if len(self._walked) >= _NODE_CACHE:
+                    self._walked.clear()
+                self._walked.add((group.id, q))
+                ended, end_state, b_tok, b_off, b_state = self._walk(*self._entering(group, q), q, ctx.alive_lark)
+                accepted = ended[ctx.alive_valid[end_state]]
+            node = (accepted, self._by_terminal(b_tok, b_off, ctx.choice[b_state]))
             if len(self._nodes) >= _NODE_CACHE:
                 self._nodes.clear()
             self._nodes[key] = node
@@ -374,15 +370,15 @@ class GrammarIndex:
         kept = np.flatnonzero(enters[group.next_byte])
         return group.tok[kept], group.off[kept]
 
-    def _trace(self, group_id, q: int, tokens, offsets) -> _Trace:
-        """The ``_Trace`` of ``tokens`` from ``offsets`` in state q: the tokens
-        of the group ``group_id`` entering a lexeme at q, which those two decide
+    def _trace(self, group: _Group, q: int) -> _Trace:
+        """The ``_Trace`` of the tokens of ``group`` entering a lexeme at q
         (made once, kept while room)."""
-        key = (group_id, q)
+        key = (group.id, q)
         hit = self._traces.get(key)
         if hit is not None:
             self._traces.move_to_end(key)
             return hit
+        tokens, offsets = self._entering(group, q)
         walked = trace_tokens(self._flat_bytes, self._width, self.lengths, self.lexer.trans, q, tokens, offsets)
         hit = self._traces[key] = _Trace(q, *walked)
         self._trace_states += len(hit.tok) + len(hit.state)
@@ -569,7 +565,7 @@ def _trim(directory, limit: int) -> None:
         total -= size
 
 
-def _whole_table_pays(dfa: DFA, vocab: Vocabulary) -> bool:
+def _whole_table_pays(dfa: DFA, vocab: Vocabulary, narrow: bool) -> bool:
     """Whether one trie walk over all states beats a row per state reached. The
     walk costs about (states x tokens alive); a DFA whose bytes spell most of
     the vocabulary (a string of at most n characters, a URL) keeps it alive in
@@ -577,7 +573,6 @@ def _whole_table_pays(dfa: DFA, vocab: Vocabulary) -> bool:
     state lets in a few bytes gets rows too past a few states, and a literal or
     an enum (a finite language) always: each row walks only the few tokens
     alive from its state (``_TerminalTokens._pruned_walk``)."""
-    narrow = _narrow(dfa)
     if narrow and is_finite(dfa):
         return False
     if dfa.n_states <= _SMALL_STATES:
@@ -642,9 +637,10 @@ class _TerminalTokens:
     def __init__(self, dfa: DFA, vocab: Vocabulary, key: str):
         self.dfa, self.vocab = dfa, vocab
         n = dfa.n_states
-        self.table, self.group = _stored_table(dfa, vocab, key) if _whole_table_pays(dfa, vocab) else (None, None)
-        self._rows: OrderedDict = OrderedDict()
         self._narrow = _narrow(dfa)
+        whole = _whole_table_pays(dfa, vocab, self._narrow)
+        self.table, self.group = _stored_table(dfa, vocab, key) if whole else (None, None)
+        self._rows: OrderedDict = OrderedDict()
         self.trans = np.vstack([np.where(dfa.transitions < 0, n, dfa.transitions), np.full((1, 256), n)]).astype(np.int32, order="C")
         self.alive = np.append(np.ones(n, dtype=bool), False)
         accepting = np.append(dfa.accepting, False)

@@ -673,10 +673,12 @@ def test_traced_walks_agree_with_walking(tokenizers):
     for tokens, offsets in groups:
         group = _group(tokens, offsets)
         for q in index.lexer.starts:
-            trace = index._trace(group.id, q, tokens, offsets)
+            trace = index._trace(group, q)
+            entering = index._entering(group, q)
+            assert len(trace.tok) == len(entering[0]) > 0
             for ctx in contexts:
                 accepted, b_tok, b_off, b_state = index._read(trace, ctx)
-                ended, end_state, w_tok, w_off, w_state = index._walk(tokens, offsets, q, ctx.alive_lark)
+                ended, end_state, w_tok, w_off, w_state = index._walk(*entering, q, ctx.alive_lark)
                 assert sorted(accepted.tolist()) == sorted(ended[ctx.alive_valid[end_state]].tolist())
                 assert sorted(zip(b_tok.tolist(), b_off.tolist(), b_state.tolist())) == \
                     sorted(zip(w_tok.tolist(), w_off.tolist(), w_state.tolist()))
@@ -812,12 +814,12 @@ def test_token_rows_of_narrow_terminals(tokenizers):
     """A literal spelled with every escape has many states, each letting in a
     few bytes: it gets rows, each walked below the trie nodes alive from its
     state only, and every token's state is what the DFA reads byte by byte."""
-    from constrained.grammar_index import _TerminalTokens, _token_matrix, _whole_table_pays
+    from constrained.grammar_index import _narrow, _TerminalTokens, _token_matrix, _whole_table_pays
     from constrained.json_strings import string_literal
 
     vocab = constrained.vocabulary(tokenizers("llama3"))
     dfa = string_literal("track_minLength", escapes="any")
-    assert dfa.n_states > 24 and not _whole_table_pays(dfa, vocab)
+    assert dfa.n_states > 24 and not _whole_table_pays(dfa, vocab, _narrow(dfa))
     terminal = _TerminalTokens(dfa, vocab, "test")
     assert terminal._narrow and terminal.table is None
     matrix, lengths = _token_matrix(vocab)
@@ -842,7 +844,7 @@ def test_whole_tables_only_where_their_bytes_spell_few_tokens(tokenizers):
     """A terminal gets one table for all its states only where that is cheap:
     the tokens spelled in its bytes, counted per vocabulary, times its states."""
     from constrained.dfa import from_regex
-    from constrained.grammar_index import _tokens_within, _whole_table_pays
+    from constrained.grammar_index import _narrow, _tokens_within, _whole_table_pays
 
     vocab = constrained.vocabulary(tokenizers("llama3"))
     for allowed in (b"0123456789", b"abcdef0123456789-", bytes(range(32, 127))):
@@ -852,8 +854,9 @@ def test_whole_tables_only_where_their_bytes_spell_few_tokens(tokenizers):
         assert _tokens_within(alphabet, vocab) == expected
     # Both let in over 40 bytes in a state and have 31 states or more: digits and punctuation spell few tokens,
     # a URL's bytes most words.
-    assert _whole_table_pays(from_regex(r"[0-9!-/:-@\[-`{-~]{1,30}"), vocab)
-    assert not _whole_table_pays(from_regex("https?://[a-zA-Z0-9./_-]{1,60}"), vocab)
+    punctuation, url = from_regex(r"[0-9!-/:-@\[-`{-~]{1,30}"), from_regex("https?://[a-zA-Z0-9./_-]{1,60}")
+    assert _whole_table_pays(punctuation, vocab, _narrow(punctuation))
+    assert not _whole_table_pays(url, vocab, _narrow(url))
 
 
 def test_stored_tables_are_trimmed_least_recently_used_first(tmp_path):
