@@ -284,10 +284,15 @@ class GrammarIndex:
         can leave later only if it completes one of them. Where that one is the
         only terminal its first byte enters (whitespace before a word), it decides
         alone; the few others are walked through the product automaton."""
-        stays = np.bitwise_or.reduce([e[0] for e in exits])
-        inside = np.bitwise_or.reduce([e[0] for k, e in zip(live, exits) if ctx.valid[k]] or [self._nothing])
-        first_out = np.bitwise_and.reduce([e[1] for e in exits])
-        alone = np.sum([e[3] for e in exits], axis=0) == 1  # first bytes that enter one terminal only
+        stays, inside, first_out = self._nothing.copy(), self._nothing.copy(), exits[0][1].copy()
+        entered = np.zeros(256, dtype=np.int64)  # per first byte, the terminals it enters
+        for k, (stay, out, _, alive_bytes) in zip(live, exits):
+            stays |= stay
+            if ctx.valid[k]:
+                inside |= stay
+            first_out &= out
+            entered += alive_bytes
+        alone = entered == 1  # first bytes that enter one terminal only
         whole, parts, mixed = {}, [], []
         for k, (_, _, group, alive_bytes) in zip(live, exits):
             if alone[alive_bytes].all():  # k decides its whole group: keep the group (and its id)
