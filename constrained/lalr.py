@@ -12,8 +12,6 @@ Callers that build larger answers from several parser calls wrap them in
 ``reading(stack)`` to learn how deep their answer looked.
 """
 
-from contextlib import contextmanager
-
 END = -1  # the parser's end-of-input terminal, $END
 _MISSING = object()
 _WHOLE_LIMIT = 8192
@@ -88,18 +86,11 @@ class ParseTable:
     def start_stack(self) -> tuple:
         return (self.start_state,)
 
-    @contextmanager
-    def reading(self, stack: tuple):
+    def reading(self, stack: tuple) -> "_Reading":
         """Within the block, parser calls record how deep they read ``stack`` (and
-        stacks derived from it, which share its lower part); yields a function
+        stacks derived from it, which share its lower part); binds a function
         giving that depth so far."""
-        self._lows.append(len(stack) - 1)
-        try:
-            yield lambda: len(stack) - self._lows[-1]
-        finally:
-            low = self._lows.pop()
-            if self._lows:
-                self._lows[-1] = min(self._lows[-1], low)
+        return _Reading(self._lows, len(stack))
 
     def read(self, stack: tuple, depth: int) -> None:
         """Record that an answer about ``stack`` depended on its top ``depth`` states."""
@@ -140,3 +131,25 @@ class ParseTable:
                 break
         depth = len(stack) - low
         return depth, tuple(st[low:])
+
+
+class _Reading:
+    """``ParseTable.reading``'s block (a class: a generator-based context manager
+    costs a microsecond, and a mask step opens dozens)."""
+
+    __slots__ = ("lows", "size")
+
+    def __init__(self, lows: list, size: int):
+        self.lows, self.size = lows, size
+
+    def __enter__(self) -> "_Reading":
+        self.lows.append(self.size - 1)
+        return self
+
+    def __call__(self) -> int:
+        return self.size - self.lows[-1]
+
+    def __exit__(self, *exc) -> None:
+        low = self.lows.pop()
+        if self.lows and low < self.lows[-1]:
+            self.lows[-1] = low
