@@ -32,7 +32,7 @@ from .index import walk_trie
 from .lalr import SuffixMemo
 from .models import cache_dir
 from .vocab import Vocabulary, padded_bytes
-from .walks import token_walk, trace_read, trace_tokens, trie_exits, trie_row, trie_walk
+from .walks import narrow_walk, token_walk, trace_read, trace_tokens, trie_exits, trie_row
 
 _MASK_CACHE = 50_000  # masks kept per grammar and vocabulary, keyed by stack suffix (equal masks share one array)
 _FOLLOW_CACHE = 50_000  # groups followed through the lexemes after them, keyed likewise
@@ -435,12 +435,6 @@ def _group(tok: np.ndarray, off: np.ndarray) -> _Group:
     return _Group(digest.digest(), np.ascontiguousarray(tok, dtype=np.int64), np.ascontiguousarray(off, dtype=np.int64))
 
 
-def _walk_down(trie, trans: np.ndarray, q: int, alive: np.ndarray):
-    """The trie walked from state q of ``trans`` below the nodes where ``alive``
-    holds only (``walks.trie_walk``)."""
-    return trie_walk(trie.child_start, trie.byte, int(trie.level_start[0]), int(trie.level_start[1]), trans, q, alive)
-
-
 def _trie_exits(trie, trans: np.ndarray, q: int, alive: np.ndarray):
     """Per token, the offset of the byte that leaves ``alive`` from state q of
     ``trans`` (-1: none), and the state before it (``walks.trie_exits``)."""
@@ -577,7 +571,7 @@ def _whole_table_pays(dfa: DFA, vocab: Vocabulary, narrow: bool) -> bool:
     every state, and a generation reaches few of its states. One where every
     state lets in a few bytes gets rows too past a few states, and a literal or
     an enum (a finite language) always: each row walks only the few tokens
-    alive from its state (``_TerminalTokens._pruned_walk``)."""
+    alive from its state (``_TerminalTokens._narrow_walk``)."""
     if narrow and is_finite(dfa):
         return False
     if dfa.n_states <= _SMALL_STATES:
@@ -637,7 +631,7 @@ class _TerminalTokens:
     generation reaches are needed (``walks.trie_row``: one pass over the trie). A
     narrow one (no state lets in more than _NARROW_BYTES bytes: literals, enums)
     keeps only the few tokens alive from each state it met, with their states
-    (``_sparse_row``), for ``known_next_state``."""
+    (``_narrow_walk``), for ``known_next_state``."""
 
     def __init__(self, dfa: DFA, vocab: Vocabulary, key: str):
         self.dfa, self.vocab = dfa, vocab
@@ -687,21 +681,16 @@ class _TerminalTokens:
             self._rows.popitem(last=False)
         return row
 
-    def _sparse_row(self, nodes: np.ndarray, states: np.ndarray) -> tuple:
-        """(the tokens spelled at ``nodes``, ascending; the state each reaches)."""
-        tokens, spelled = self.vocab.trie.tokens_at(nodes)
-        order = np.argsort(tokens)
-        return tokens[order], np.repeat(states, spelled)[order]
-
-    def _pruned_walk(self, s: int):
-        """The trie walked from s below the nodes where the DFA lives only: (those
-        nodes, the state at each; the tokens that complete it and go on, the
-        offset of the byte that does not fit), the last two unsorted."""
+    def _narrow_walk(self, s: int):
+        """The trie walked from s below the nodes where the DFA lives only: (the
+        tokens alive from s, ascending, and the state each reaches; the tokens
+        that complete it and go on, with the offset of the byte that does not
+        fit), by ``walks.narrow_walk``."""
         trie = self.vocab.trie
-        nodes, states, left, before, depth = _walk_down(trie, self.trans, s, self.alive)
-        goes_on = (depth > 0) & self.accepting[before]  # a byte past the first that ends a complete lexeme
-        leaving, size = trie.tokens_below(left[goes_on])
-        return nodes, states, leaving, np.repeat(depth[goes_on], size)
+        spelled, spelled_start = trie.tokens_by_node
+        below, below_first, below_end = trie.subtrees
+        return narrow_walk(trie.child_start, trie.byte, int(trie.level_start[0]), int(trie.level_start[1]), self.trans,
+                           s, self.alive, self.accepting, spelled, spelled_start, below, below_first, below_end)
 
     @staticmethod
     def _leaving_group(tok, off, index) -> "_Group":
@@ -722,8 +711,8 @@ class _TerminalTokens:
             alive_bytes = self.trans[s] < self.dfa.n_states
             entering = index.starting_with(alive_bytes)
             if self._narrow and self.table is None:  # few tokens live: one walk of them says it all
-                nodes, states, b_tok, b_off = self._pruned_walk(s)
-                tokens, _ = self._keep_row(s, self._sparse_row(nodes, states))
+                tokens, states, b_tok, b_off = self._narrow_walk(s)
+                self._keep_row(s, (tokens, states))
                 stays = entering & index._pack_ids(tokens)
                 left = self._leaving_group(b_tok, b_off, index)
             else:

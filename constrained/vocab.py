@@ -202,12 +202,6 @@ class Trie:
         counts = starts[nodes + 1] - starts[nodes]
         return tokens[ranges(starts[nodes], counts)], counts
 
-    def tokens_below(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(the tokens spelled at or below ``nodes``, in order; how many per node)."""
-        tokens, first, end = self.subtrees
-        counts = end[nodes] - first[nodes]
-        return tokens[ranges(first[nodes], counts)], counts
-
     @cached_property
     def subtrees(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(the tokens with bytes in byte order, and per node the run of them it

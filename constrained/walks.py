@@ -1,7 +1,7 @@
 """The loops of a mask that read tokens byte by byte through an automaton: a group
 of tokens walked through a lexeme (``token_walk``), or traced once for every
 context (``trace_tokens``) and read off by each (``trace_read``); the trie
-walked below the nodes a state keeps alive (``trie_walk``), or whole, for
+walked below the nodes a state keeps alive (``narrow_walk``), or whole, for
 where every token leaves a state (``trie_exits``) or a large terminal's state
 after every token (``trie_row``). They run once per new
 situation of a mask, on thousands of tokens or the whole trie; numpy would pay
@@ -101,7 +101,7 @@ def trie_exits(parent, byte, level_start, token_node, trans, q, alive):
     ``alive`` does not hold: (the offset of that byte, -1 where none does or the
     token has no bytes; the state before it), from one pass over the trie's
     nodes breadth first, as ``trie_row``. For many tokens at once: a walk down
-    the trie below the live nodes (``trie_walk``) costs more per node once it
+    the trie below the live nodes (``narrow_walk``) costs more per node once it
     reaches a good part of the trie."""
     left_at = np.empty(len(parent), np.int32)  # per node: the depth of the byte that leaves, or -1
     state = np.empty(len(parent), np.int32)  # per node: the state reached, or the state before that byte
@@ -126,12 +126,13 @@ def trie_exits(parent, byte, level_start, token_node, trans, q, alive):
     return off, before
 
 
-@njit  # compiled into trie_walk, and cached with it
+@njit  # compiled into narrow_walk, and cached with it
 def _walk_below(child_start, byte, first, end, trans, q, alive, reached, states, left, before, depth):
-    """``trie_walk``'s walk, writing what it finds into the arrays as far as
-    they reach; returns how many nodes it reached and left. (Run twice, to count
-    and then to fill: arrays that grow in the loop would cost reference counting
-    at every step.)"""
+    """``narrow_walk``'s walk of the trie, writing the nodes reached (with their
+    states) and left (with the state before, and depth) into the arrays as far
+    as they reach; returns how many nodes it reached and left. (Run twice, to
+    count and then to fill: arrays that grow in the loop would cost reference
+    counting at every step.)"""
     n_reached = n_left = 0
     todo = [(first, end, q, 0)]  # nodes whose children are yet to walk: first child, end, state, depth
     while todo:
@@ -151,20 +152,47 @@ def _walk_below(child_start, byte, first, end, trans, q, alive, reached, states,
     return n_reached, n_left
 
 
-@_compiled("(int32[::1], uint8[::1], int64, int64, int32[:, ::1], int64, boolean[::1])")
-def trie_walk(child_start, byte, first, end, trans, q, alive):
-    """The trie walked from state q (its first bytes are nodes first..end)
-    below the nodes where ``alive`` holds only: (those nodes, the state at
-    each; the nodes where it stops holding, the state before each, and its
-    depth, 0 for a first byte). Children of a node are ``child_start[n]`` to
-    ``child_start[n + 1]``."""
+@_compiled("(int32[::1], uint8[::1], int64, int64, int32[:, ::1], int64, boolean[::1], boolean[::1], "
+           "int64[::1], int64[::1], int64[::1], int64[::1], int64[::1])")
+def narrow_walk(child_start, byte, first, end, trans, q, alive, accepting, spelled, spelled_start, below,
+                below_first, below_end):
+    """For an automaton that few tokens keep alive from state q (a literal, an
+    enum): the trie walked from q (its first bytes are nodes first..end) below
+    the nodes where ``alive`` holds only. Returns (the tokens spelled at the
+    nodes reached, ascending, and the state each reaches; the tokens that
+    complete the automaton and go on, below a node past the first byte where it
+    stops holding after an ``accepting`` state, with the offset of that byte).
+    Node n spells ``spelled[spelled_start[n]:spelled_start[n + 1]]``, and has
+    ``below[below_first[n]:below_end[n]]`` at or below it. Children of a node
+    are ``child_start[n]`` to ``child_start[n + 1]``."""
     nothing = np.empty(0, np.int64)
     n_reached, n_left = _walk_below(child_start, byte, first, end, trans, q, alive,
                                     nothing, nothing, nothing, nothing, nothing)
     reached, states = np.empty(n_reached, np.int64), np.empty(n_reached, np.int64)
     left, before, depth = np.empty(n_left, np.int64), np.empty(n_left, np.int64), np.empty(n_left, np.int64)
     _walk_below(child_start, byte, first, end, trans, q, alive, reached, states, left, before, depth)
-    return reached, states, left, before, depth
+    count = 0
+    for i in range(n_reached):
+        count += spelled_start[reached[i] + 1] - spelled_start[reached[i]]
+    tokens, token_states = np.empty(count, np.int64), np.empty(count, np.int64)
+    k = 0
+    for i in range(n_reached):
+        for j in range(spelled_start[reached[i]], spelled_start[reached[i] + 1]):
+            tokens[k], token_states[k] = spelled[j], states[i]
+            k += 1
+    order = np.argsort(tokens)
+    count = 0
+    for i in range(n_left):
+        if depth[i] > 0 and accepting[before[i]]:
+            count += below_end[left[i]] - below_first[left[i]]
+    leaving, offsets = np.empty(count, np.int64), np.empty(count, np.int64)
+    k = 0
+    for i in range(n_left):
+        if depth[i] > 0 and accepting[before[i]]:
+            for j in range(below_first[left[i]], below_end[left[i]]):
+                leaving[k], offsets[k] = below[j], depth[i]
+                k += 1
+    return tokens[order], token_states[order], leaving, offsets
 
 
 @_compiled("(int64[::1], int32[::1], int64[::1], int64[::1], int64[::1], int64[::1], boolean[::1], boolean[::1], "

@@ -715,7 +715,7 @@ def test_a_lexeme_reads_only_the_tokens_entering_it(tokenizers):
 
 def test_literals_walk_the_trie_below_live_nodes(tokenizers):
     """A literal's or an enum's tokens are walked down the trie below the nodes
-    alive from each state only (``_pruned_walk``): the tokens spelled at the
+    alive from each state only (``_narrow_walk``): the tokens spelled at the
     nodes reached, with their states, and the tokens that complete the literal
     and go on, with the offset of the byte that does not fit, are those that
     reading every token byte by byte finds."""
@@ -741,8 +741,7 @@ def test_literals_walk_the_trie_below_live_nodes(tokenizers):
                     state = after
                 else:
                     alive[t] = state
-            nodes, states, left, offsets = terminal._pruned_walk(s)
-            tokens, token_states = terminal._sparse_row(nodes, states)
+            tokens, token_states, left, offsets = terminal._narrow_walk(s)
             assert dict(zip(tokens.tolist(), token_states.tolist())) == alive
             assert set(zip(left.tolist(), offsets.tolist())) == leaving and len(left) == len(leaving)
             most_leaving = max(most_leaving, len(leaving))
@@ -829,7 +828,7 @@ def test_token_rows_of_narrow_terminals(tokenizers):
         for j in range(matrix.shape[1]):
             expected = np.where(j < lengths, terminal.trans[expected, matrix[:, j]], expected)
         expected[(expected == dead) | (lengths == 0)] = -1
-        tokens, states = terminal._sparse_row(*terminal._pruned_walk(s)[:2])
+        tokens, states = terminal._narrow_walk(s)[:2]
         row = np.full(vocab.size, -1)
         row[tokens] = states
         assert np.array_equal(row, expected), s
@@ -837,7 +836,7 @@ def test_token_rows_of_narrow_terminals(tokenizers):
         terminal._keep_row(s, (tokens, states))
         for t in [*tokens[:3].tolist(), *np.flatnonzero(expected < 0)[:3].tolist()]:
             assert terminal.known_next_state(s, t) == expected[t]
-    assert len(terminal._sparse_row(*terminal._pruned_walk(0)[:2])[0]) > 1  # '"', '"t'
+    assert len(terminal._narrow_walk(0)[0]) > 1  # '"', '"t'
 
 
 def test_whole_tables_only_where_their_bytes_spell_few_tokens(tokenizers):
