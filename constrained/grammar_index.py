@@ -284,14 +284,12 @@ class GrammarIndex:
         can leave later only if it completes one of them. Where that one is the
         only terminal its first byte enters (whitespace before a word), it decides
         alone; the few others are walked through the product automaton."""
-        stays, inside, first_out = self._nothing.copy(), self._nothing.copy(), exits[0][1].copy()
-        entered = np.zeros(256, dtype=np.int64)  # per first byte, the terminals it enters
-        for k, (stay, out, _, alive_bytes) in zip(live, exits):
-            stays |= stay
-            if ctx.valid[k]:
-                inside |= stay
-            first_out &= out
-            entered += alive_bytes
+        stay_rows = np.array([e[0] for e in exits])
+        stays = np.bitwise_or.reduce(stay_rows)
+        valid = ctx.valid[live]
+        inside = np.bitwise_or.reduce(stay_rows[valid]) if valid.any() else self._nothing
+        entered = np.sum([e[3] for e in exits], axis=0)  # per first byte, the terminals it enters
+        first_out = self.starting_with(entered == 0)
         alone = entered == 1  # first bytes that enter one terminal only
         whole, parts, mixed = {}, [], []
         for k, (_, _, group, alive_bytes) in zip(live, exits):
