@@ -269,7 +269,7 @@ def trace_tokens(flat_bytes, width, lengths, trans, q, tok, off):
     path_depth = np.empty(room, np.int64)
     extended = np.full(dead + 1, -2, np.int64)  # per state: the path a new path last extended into it
     into = np.empty(dead + 1, np.int64)  # ... and that new path
-    # The tokens still walking, grouped by the path they are on: index in tok, path, state, bytes left.
+    # The tokens still walking, grouped by the path they are on: index in tok, path, state (and pos, stop).
     who, on, state = np.arange(n), np.full(n, -1, np.int64), np.full(n, q, np.int64)
     who2, on2, state2, pos2, stop2 = (np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
                                       np.empty(n, np.int64), np.empty(n, np.int64))
