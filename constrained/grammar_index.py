@@ -301,11 +301,7 @@ class GrammarIndex:
             by_k = alone[self._first_byte[group.tok]]
             parts.append((group.tok[by_k], group.off[by_k], np.full(int(by_k.sum()), k if ctx.valid[k] else -1)))
             mixed.append(group.tok[~by_k])
-        tok = self._ids(self._pack_ids(_cat(mixed)) & ~stays)
-        if len(tok) > _TRIE_WALKED:
-            b_tok, b_off, b_state = self._leaving(tok, q, ctx.alive_lark)
-        else:
-            _, _, b_tok, b_off, b_state = self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, ctx.alive_lark)
+        b_tok, b_off, b_state = self._leaving(self._ids(self._pack_ids(_cat(mixed)) & ~stays), q, ctx.alive_lark)
         parts.append((b_tok, b_off, ctx.choice[b_state]))
         later = self._by_terminal(*(np.concatenate(column) for column in zip(*parts)))
         for k, group in whole.items():
@@ -399,11 +395,16 @@ class GrammarIndex:
         return trace_read(trace.parent, trace.state, trace.end, trace.depth, trace.tok, trace.off,
                           ctx.alive_lark, ctx.alive_valid, trace.q)
 
-    def _leaving(self, tok, q: int, alive):
-        """``_walk``'s tokens that leave the lexeme, for many tokens from their
-        first byte: one pass over the trie says where every token leaves q
-        (``walks.trie_exits``), reading shared prefixes once."""
-        off, before = _trie_exits(self.vocab.trie, self.lexer.trans, q, alive)
+    def _leaving(self, tok, q: int, alive, trans=None):
+        """``_walk``'s tokens that leave the lexeme (token, offset of the byte
+        that does not fit, state before it), for tokens read from their first
+        byte. Past _TRIE_WALKED tokens, one pass over the trie says where every
+        token leaves q (``walks.trie_exits``), reading shared prefixes once."""
+        trans = self.lexer.trans if trans is None else trans
+        if len(tok) <= _TRIE_WALKED:
+            return self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, alive, trans)[2:]
+        trie = self.vocab.trie
+        off, before = trie_exits(trie.parent, trie.byte, trie.level_start, trie.token_node, trans, q, alive)
         tok = tok[off[tok] >= 0]
         return tok, off[tok], before[tok]
 
@@ -432,12 +433,6 @@ def _group(tok: np.ndarray, off: np.ndarray) -> _Group:
     digest.update(tok.astype(np.int32))
     digest.update(off.astype(np.int32))
     return _Group(digest.digest(), np.ascontiguousarray(tok, dtype=np.int64), np.ascontiguousarray(off, dtype=np.int64))
-
-
-def _trie_exits(trie, trans: np.ndarray, q: int, alive: np.ndarray):
-    """Per token, the offset of the byte that leaves ``alive`` from state q of
-    ``trans`` (-1: none), and the state before it (``walks.trie_exits``)."""
-    return trie_exits(trie.parent, trie.byte, trie.level_start, trie.token_node, trans, q, alive)
 
 
 def _cat(parts) -> np.ndarray:
@@ -718,15 +713,9 @@ class _TerminalTokens:
             else:
                 stays = entering & index._pack_bools(self.next_states(s) >= 0)
                 dying = index._ids(entering & ~stays & index._may_complete(self.entry))  # the others die incomplete
-                if len(dying) > _TRIE_WALKED:  # one pass over the trie: shared prefixes once
-                    off, before = _trie_exits(self.vocab.trie, self.trans, s, self.alive)
-                    goes_on = np.flatnonzero((off > 0) & self.accepting[before])
-                    left = self._leaving_group(goes_on, off[goes_on], index)
-                else:
-                    _, _, b_tok, b_off, b_state = index._walk(dying, np.zeros(len(dying), dtype=np.int64), s,
-                                                              self.alive, self.trans)
-                    complete = self.accepting[b_state]
-                    left = _group(b_tok[complete], b_off[complete])
+                b_tok, b_off, b_state = index._leaving(dying, s, self.alive, self.trans)
+                complete = self.accepting[b_state]
+                left = _group(b_tok[complete], b_off[complete])
             hit = self._exits[s] = (stays, index.starting_with(~alive_bytes), left, alive_bytes)
             if len(self._exits) > _EXITS_KEPT:
                 self._exits.popitem(last=False)
