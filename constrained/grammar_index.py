@@ -47,6 +47,7 @@ _TABLE_PAIRS = 1_000_000  # in between, a whole table pays up to about this many
 _NARROW_BYTES = 40  # but no more than _SMALL_STATES where no state lets in more bytes than this (rows are cheap)
 _ROWS_KEPT = 256  # such rows kept per terminal (the most recently used)
 _EXITS_KEPT = 4096  # per terminal, states whose exits are kept (the most recently used)
+_DONORS_TRIED = 8  # per terminal, the most recent states tried as donors (see _TerminalTokens._donor)
 _FEW_IDS = 2048  # token sets up to this size are packed word by word, larger ones through a bool per token
 # Token sets larger than this are read in one pass over the trie (~1 ms on Llama 3), not one by one (~25 ns a token).
 _TRIE_WALKED = 40_000
@@ -114,6 +115,10 @@ class GrammarIndex:
         self.usable = self.lengths > 0  # tokens with bytes that are not EOS
         self.usable[self.eos] = False
         self._first_byte = self.bytes[:, 0]
+        # The usable tokens by first byte (ascending within each): those of byte b are _by_first_ids[_first_starts[b]:_first_starts[b + 1]].
+        self._by_first_ids = np.flatnonzero(self.usable)[np.argsort(self._first_byte[self.usable], kind="stable")]
+        self.first_byte_counts = np.bincount(self._first_byte[self.usable], minlength=256)
+        self._first_starts = np.concatenate([[0], np.cumsum(self.first_byte_counts)])
         self._by_first, self._byte_set_masks = _by_first_byte(vocab)
         # How every token fares from one state of one terminal, per terminal (shared across grammars),
         # built when the terminal is first alive in a mask: many never are (other branches of a schema).
@@ -166,6 +171,12 @@ class GrammarIndex:
             hit.flags.writeable = False
             self._byte_set_masks[key] = hit
         return hit
+
+    def first_byte_in(self, first: np.ndarray) -> np.ndarray:
+        """The usable tokens whose first byte is one of ``first`` (256 bools), by
+        first byte (for a few bytes: ``starting_with`` packs any set)."""
+        starts = self._first_starts
+        return _cat([self._by_first_ids[starts[b]:starts[b + 1]] for b in np.flatnonzero(first).tolist()])
 
     def _pack_bools(self, allowed: np.ndarray) -> np.ndarray:
         """Packed words with the bits of the tokens ``allowed`` (one bool per token) set."""
@@ -641,6 +652,7 @@ class _TerminalTokens:
         self.accepting = accepting
         self.entry = accepting[self.trans[:n]].any(axis=0)  # bytes that enter a complete state
         self._exits: OrderedDict = OrderedDict()
+        self._like: dict = {}  # state: (its donor, the first bytes on which they agree), see _donor
 
     def next_states(self, s: int) -> np.ndarray:
         """Per token, the state after it from s (-1: dead)."""
@@ -652,19 +664,26 @@ class _TerminalTokens:
         """The state after ``token`` from s if that costs a lookup, else None."""
         if self.table is not None:
             return int(self.table[s, self.group[token]])
-        row = self._rows.get(s)
-        if row is None:
-            return None
-        if self._narrow:
-            tokens, states = row
+        first = self.vocab.tokens[token][:1]
+        while True:
+            row = self._rows.get(s)
+            if row is None:
+                return None
+            if not isinstance(row, tuple):
+                return int(row[token])
+            tokens, states = row  # the tokens walked from s, ascending, and their states
             at = int(np.searchsorted(tokens, token))
-            return int(states[at]) if at < len(tokens) and tokens[at] == token else -1
-        return int(row[token])
+            if at < len(tokens) and tokens[at] == token:
+                return int(states[at])
+            like = self._like.get(s)  # tokens not walked fare as from the donor where the first byte agrees
+            if like is None or not first or not like[1][first[0]]:
+                return -1
+            s = like[0]
 
     def _row(self, s: int) -> np.ndarray:
         """Per token, the state after it from s (-1: dead)."""
         row = self._rows.get(s)
-        if row is not None:
+        if isinstance(row, np.ndarray):
             self._rows.move_to_end(s)
             return row
         trie = self.vocab.trie
@@ -710,6 +729,8 @@ class _TerminalTokens:
                 self._keep_row(s, (tokens, states))
                 stays = entering & index._pack_ids(tokens)
                 left = self._leaving_group(b_tok, b_off, index)
+            elif (donor := self._donor(s, index)) is not None:
+                stays, left = self._exits_like(s, donor, index)
             else:
                 stays = entering & index._pack_bools(self.next_states(s) >= 0)
                 dying = index._ids(entering & ~stays & index._may_complete(self.entry))  # the others die incomplete
@@ -720,3 +741,49 @@ class _TerminalTokens:
             if len(self._exits) > _EXITS_KEPT:
                 self._exits.popitem(last=False)
         return hit
+
+    def _donor(self, s: int, index: "GrammarIndex"):
+        """A state whose exits give most of s's, or None: after a token's first
+        byte, the rest of the token reads the same from the same state, so
+        wherever s and the donor go to the same state on a first byte, their
+        tokens starting with it fare alike. The donor is a recent state, or the
+        state most tokens enter from s by their first byte where that state does
+        the same from itself (a string's body, past the keys a name may not be),
+        and serves where the tokens left to walk are under a quarter of those
+        alive from s. Counted strings find none: each byte moves the count."""
+        if self.table is not None:
+            return None
+        trans, dead, weights = self.trans, self.dfa.n_states, index.first_byte_counts
+        alive = trans[s] < dead
+        most = int(np.argmax(np.bincount(trans[s][alive], weights=weights[alive], minlength=dead + 1)))
+        candidates = list(self._exits)[-_DONORS_TRIED:]
+        if most not in self._exits:
+            own = trans[most] < dead
+            if int(np.argmax(np.bincount(trans[most][own], weights=weights[own], minlength=dead + 1))) == most:
+                candidates.append(most)
+        candidates = [h for h in candidates if h != s]
+        if not candidates:
+            return None
+        cost = ((trans[candidates] != trans[s]) & alive) @ weights
+        best = int(np.argmin(cost))
+        return candidates[best] if cost[best] * 4 < weights[alive].sum() else None
+
+    def _exits_like(self, s: int, donor: int, index: "GrammarIndex"):
+        """(packed tokens that keep s alive, the ``_Group`` of those that complete
+        it and go on) from the donor's exits: tokens whose first byte takes both
+        to the same state are read off the donor's, the others walked."""
+        d_stays, _, d_left, d_alive = self.exits(donor, index)
+        alive = self.trans[s] < self.dfa.n_states
+        agree = self.trans[s] == self.trans[donor]
+        walked = index.first_byte_in(alive & ~agree)
+        ended, end_state, b_tok, b_off, b_state = index._walk(walked, np.zeros(len(walked), dtype=np.int64), s,
+                                                              self.alive, self.trans)
+        self._like[s] = (donor, agree)
+        order = np.argsort(ended)
+        self._keep_row(s, (ended[order], end_state[order]))
+        stays = (d_stays & ~index._pack_ids(index.first_byte_in(d_alive & ~agree))) | index._pack_ids(ended)
+        kept = agree[index._first_byte[d_left.tok]]
+        complete = self.accepting[b_state]
+        left = _group(np.concatenate([d_left.tok[kept], b_tok[complete]]),
+                      np.concatenate([d_left.off[kept], b_off[complete]]))
+        return stays, left

@@ -809,6 +809,44 @@ def test_token_rows_of_large_terminals(tokenizers):
         assert alive > 1000  # rows that are not all dead
 
 
+def test_exits_read_off_a_donor_state_agree_with_a_whole_row(tokenizers, monkeypatch):
+    """A name other than some keys: from a state inside a key, most tokens'
+    first byte leads where it leads from the string's body, so that state's
+    exits are read off the body's and only the others are walked
+    (_TerminalTokens._donor). They are the exits a whole row gives, and the
+    state after each token is what the DFA reads byte by byte."""
+    import constrained.grammar_index as gi
+    from constrained.dfa import difference, from_regex, literal, union
+
+    tok = tokenizers("llama3")
+    index = constrained.json_schema({"type": "object"}).index(tok)
+    vocab = index.vocab
+    string = from_regex(r'"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"')
+    dfa = difference(string, union(*(literal(k) for k in (b'"name"', b'"names"', b'"type"', b'"typeName"'))))
+    inside = [0]
+    for b in b'"typeN':
+        inside.append(int(dfa.transitions[inside[-1], b]))
+    derived = gi._TerminalTokens(dfa, vocab, "test")
+    donors = {s: derived._donor(s, index) for s in inside[1:]}
+    assert sum(d is not None for d in donors.values()) >= 4, donors
+    exits = {s: derived.exits(s, index) for s in inside[1:]}
+    monkeypatch.setattr(gi._TerminalTokens, "_donor", lambda self, s, index: None)
+    whole = gi._TerminalTokens(dfa, vocab, "test")
+    rng = np.random.default_rng(2)
+    sample = rng.choice(vocab.size, 300, replace=False).tolist() + index.first_byte_in(np.arange(256) == ord("a"))[:50].tolist()
+    for s, (stays, first_out, left, alive_bytes) in exits.items():
+        w_stays, w_first_out, w_left, w_alive = whole.exits(s, index)
+        assert np.array_equal(stays, w_stays) and np.array_equal(first_out, w_first_out), s
+        assert sorted(zip(left.tok.tolist(), left.off.tolist())) == sorted(zip(w_left.tok.tolist(), w_left.off.tolist()))
+        assert len(left.tok) == len(w_left.tok) > 100
+        for t in sample:
+            state = s
+            for b in vocab.tokens[t]:
+                state = int(dfa.transitions[state, b]) if state >= 0 else -1
+            found = derived.known_next_state(s, t)
+            assert found == (state if vocab.tokens[t] and state >= 0 else -1), (s, vocab.tokens[t])
+
+
 def test_token_rows_of_narrow_terminals(tokenizers):
     """A literal spelled with every escape has many states, each letting in a
     few bytes: it gets rows, each walked below the trie nodes alive from its
