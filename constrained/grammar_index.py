@@ -5,8 +5,9 @@ Each terminal knows, per state of its DFA, how every token fares: which tokens
 keep it alive, which die at their first byte, and which complete it and go on
 (``_TerminalTokens.exits``, from its token table: index.py's trie walk over all
 states for a small DFA; one row per state reached for a large one, from a pass
-over the whole trie, or for a literal or an enum, from the trie walked below its
-live nodes only; the loops that read bytes are compiled, walks.py). These are
+over the whole trie or, where most first bytes lead where they lead from
+another state, from that state's exits and a walk of the other tokens; for a
+literal or an enum, from the trie walked below its live nodes only; the loops that read bytes are compiled, walks.py). These are
 shared by every grammar using the terminal. A lexer state where several
 terminals are alive combines their exits (``_combine``), so no step walks the
 whole vocabulary. Tokens that leave the lexeme are then followed from the parser
@@ -634,8 +635,10 @@ class _TerminalTokens:
     states (``table[s, group[t]]``, groups of tokens no state tells apart, built
     in one trie walk); a large one (a string of at most 64 characters has ~1,300
     states) gets a row per state on first use, since only the states a
-    generation reaches are needed (``walks.trie_row``: one pass over the trie). A
-    narrow one (no state lets in more than _NARROW_BYTES bytes: literals, enums)
+    generation reaches are needed (``walks.trie_row``: one pass over the trie),
+    or, for a state whose tokens mostly fare as from another (inside a key that
+    a name may not be, as in the string's body), only the tokens whose first
+    byte tells the two apart (``_donor``). A narrow one (no state lets in more than _NARROW_BYTES bytes: literals, enums)
     keeps only the few tokens alive from each state it met, with their states
     (``_narrow_walk``), for ``known_next_state``."""
 
