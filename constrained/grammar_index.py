@@ -41,7 +41,9 @@ _WALK_CACHE = 2_000  # token walks from a lexer state kept per grammar and vocab
 _NODE_CACHE = 50_000  # walks of tokens that crossed into a new lexeme, kept likewise
 _TRACE_STATES = 8_000_000  # paths and tokens kept in traces (see _Trace) per grammar and vocabulary, ~20 bytes each
 _TABLES_ON_DISK = 1 << 30  # bytes of terminal tables kept in the cache directory (the least recently used go)
-_TERMINALS_KEPT = 64  # terminals' token tables shared across grammars, per vocabulary (the most recent)
+# Terminals' token tables shared across grammars, per vocabulary: the most recent new ones, and as many of
+# those that a second grammar used (a string's chunks, its body ...: kept while one-off key sets come and go).
+_TERMINALS_KEPT = 64
 _SMALL_STATES = 24  # terminals with at most this many DFA states get a whole token table, built in one trie walk
 _WHOLE_TABLE_STATES = 200  # those with more than this get a token row per state reached
 _TABLE_PAIRS = 1_000_000  # in between, a whole table pays up to about this many (state, token spelled in its bytes) pairs
@@ -507,21 +509,29 @@ def _bytes_before_last(vocab: Vocabulary) -> np.ndarray:
     return hit
 
 
-_TERMINALS: "weakref.WeakKeyDictionary[Vocabulary, dict]" = weakref.WeakKeyDictionary()
+_TERMINALS: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDictionary()
 
 
 def _terminal_tokens(dfa: DFA, vocab: Vocabulary) -> "_TerminalTokens":
     """One terminal over a vocabulary, shared by every grammar with the same
-    terminal (JSON strings, numbers, whitespace ...)."""
-    per_vocab = _TERMINALS.setdefault(vocab, OrderedDict())
+    terminal (JSON strings, numbers, whitespace ...). Grammars that are gone
+    keep theirs through their index; of the others, the most recently used
+    are kept in two parts: those only one grammar has used so far, and those
+    several have, so that the terminals many schemas share outlive the key
+    sets and literals each schema brings."""
+    new, shared = _TERMINALS.setdefault(vocab, (OrderedDict(), OrderedDict()))
     key = hashlib.sha256(dfa.transitions.tobytes() + dfa.accepting.tobytes()).hexdigest()[:32]
-    hit = per_vocab.get(key)
+    hit = shared.get(key)
+    if hit is not None:
+        shared.move_to_end(key)
+        return hit
+    hit = new.pop(key, None)
+    kept = new if hit is None else shared
     if hit is None:
-        hit = per_vocab[key] = _TerminalTokens(dfa, vocab, key)
-        if len(per_vocab) > _TERMINALS_KEPT:  # grammars that are gone keep theirs through their index
-            per_vocab.popitem(last=False)
-    else:
-        per_vocab.move_to_end(key)
+        hit = _TerminalTokens(dfa, vocab, key)
+    kept[key] = hit
+    if len(kept) > _TERMINALS_KEPT:
+        kept.popitem(last=False)
     return hit
 
 

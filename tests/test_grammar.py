@@ -847,6 +847,25 @@ def test_exits_read_off_a_donor_state_agree_with_a_whole_row(tokenizers, monkeyp
             assert found == (state if vocab.tokens[t] and state >= 0 else -1), (s, vocab.tokens[t])
 
 
+def test_terminals_several_grammars_use_outlive_one_off_ones(tokenizers, monkeypatch):
+    """Terminals' tables are shared across grammars: one that a second grammar
+    used is kept while more one-off terminals than are kept come and go; a
+    one-off one is dropped for newer ones."""
+    import constrained.grammar_index as gi
+    from constrained.dfa import literal
+
+    monkeypatch.setattr(gi, "_TERMINALS_KEPT", 2)
+    vocab = constrained.vocabulary(tokenizers("llama3"))
+    shared, once = literal(b"shared"), literal(b"once")
+    first = gi._terminal_tokens(shared, vocab)
+    assert gi._terminal_tokens(shared, vocab) is first
+    lone = gi._terminal_tokens(once, vocab)
+    for word in (b"a", b"b", b"c"):
+        gi._terminal_tokens(literal(word), vocab)
+    assert gi._terminal_tokens(shared, vocab) is first
+    assert gi._terminal_tokens(once, vocab) is not lone
+
+
 def test_token_rows_of_narrow_terminals(tokenizers):
     """A literal spelled with every escape has many states, each letting in a
     few bytes: it gets rows, each walked below the trie nodes alive from its
