@@ -589,11 +589,12 @@ def _whole_table_pays(dfa: DFA, vocab: Vocabulary, narrow: bool) -> bool:
     state lets in a few bytes gets rows too past a few states, and a literal or
     an enum (a finite language) always: each row walks only the few tokens
     alive from its state (``_TerminalTokens._narrow_walk``)."""
-    if narrow and is_finite(dfa):
+    small = dfa.n_states <= _SMALL_STATES
+    if narrow and (not small or is_finite(dfa)):  # (finiteness costs more than the rest: asked last)
         return False
-    if dfa.n_states <= _SMALL_STATES:
+    if small:
         return True
-    if narrow or dfa.n_states > _WHOLE_TABLE_STATES:
+    if dfa.n_states > _WHOLE_TABLE_STATES:
         return False
     return dfa.n_states * _tokens_within((dfa.transitions >= 0).any(axis=0), vocab) <= _TABLE_PAIRS
 
