@@ -113,7 +113,7 @@ class GrammarIndex:
         self.parser = language.parser
         self.vocab = vocab
         self.bytes, self.lengths = _token_matrix(vocab)
-        self._flat_bytes, self._width = self.bytes.ravel(), self.bytes.shape[1]
+        self._data, self._starts = _token_data(vocab)  # for the compiled walks (walks.py)
         self.eos = np.array(sorted(vocab.eos_ids), dtype=np.int64)
         self.usable = self.lengths > 0  # tokens with bytes that are not EOS
         self.usable[self.eos] = False
@@ -379,7 +379,7 @@ class GrammarIndex:
         before any terminal completes (none matches the empty string: grammar.py
         refuses such terminals), so no walk need read them."""
         if group.next_byte is None:
-            group.next_byte = np.take(self._flat_bytes, group.tok * self._width + group.off)
+            group.next_byte = np.take(self._data, self._starts[group.tok] + group.off)
         enters = self.lexer.trans[q] < self.lexer.n_states
         kept = np.flatnonzero(enters[group.next_byte])
         return group.tok[kept], group.off[kept]
@@ -393,7 +393,7 @@ class GrammarIndex:
             self._traces.move_to_end(key)
             return hit
         tokens, offsets = self._entering(group, q)
-        walked = trace_tokens(self._flat_bytes, self._width, self.lengths, self.lexer.trans, q, tokens, offsets)
+        walked = trace_tokens(self._data, self._starts, self.lengths, self.lexer.trans, q, tokens, offsets)
         hit = self._traces[key] = _Trace(q, *walked)
         self._trace_states += len(hit.tok) + len(hit.state)
         while self._trace_states > _TRACE_STATES and len(self._traces) > 1:
@@ -436,7 +436,7 @@ class GrammarIndex:
         leaves the lexeme, where ``alive`` turns false (-> token, offset of the byte
         that does not fit, state before it): see ``walks.token_walk``."""
         trans = self.lexer.trans if trans is None else trans
-        return token_walk(self._flat_bytes, self._width, self.lengths, trans, alive, tok, off, q)
+        return token_walk(self._data, self._starts, self.lengths, trans, alive, tok, off, q)
 
 
 def _group(tok: np.ndarray, off: np.ndarray) -> _Group:
@@ -470,6 +470,19 @@ def _token_matrix(vocab: Vocabulary):
     hit = _TOKEN_BYTES.get(vocab)
     if hit is None:
         hit = _TOKEN_BYTES[vocab] = padded_bytes(vocab.tokens)
+    return hit
+
+
+_TOKEN_DATA: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _token_data(vocab: Vocabulary):
+    """The vocabulary's bytes one token after the other, and where each token starts."""
+    hit = _TOKEN_DATA.get(vocab)
+    if hit is None:
+        lengths = _token_matrix(vocab)[1]
+        hit = _TOKEN_DATA[vocab] = (np.frombuffer(b"".join(vocab.tokens), dtype=np.uint8).copy(),
+                                    np.cumsum(lengths) - lengths)
     return hit
 
 

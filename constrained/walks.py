@@ -10,6 +10,9 @@ so they are compiled with numba.
 
 An automaton here is ``trans``, (states + 1) x 256, whose last row is a dead
 sink every byte leads to; ``alive`` says which of its states a walk may stay in.
+Token t's bytes are ``data[starts[t]:starts[t] + lengths[t]]``: the vocabulary
+one token after the other, under a megabyte, where padded rows would take
+sixteen and a cache miss per token.
 Each function is compiled for the array types in its signature when this module
 is imported (numba keeps the machine code in its cache, but loading it into a
 new process still takes about half a second, which would otherwise land in some
@@ -34,8 +37,8 @@ def _compiled(signature: str):
     return decorate
 
 
-@_compiled("(uint8[::1], int64, int64[::1], int32[:, ::1], boolean[::1], int64[::1], int64[::1], int64)")
-def token_walk(flat_bytes, width, lengths, trans, alive, tok, off, q):
+@_compiled("(uint8[::1], int64[::1], int64[::1], int32[:, ::1], boolean[::1], int64[::1], int64[::1], int64)")
+def token_walk(data, starts, lengths, trans, alive, tok, off, q):
     """Walk each token ``tok[i]`` from its byte ``off[i]`` in state q until it
     ends or its next byte leads where ``alive`` is false. Returns (the tokens
     that ended, their states; the tokens that left, the offset of the byte that
@@ -50,10 +53,10 @@ def token_walk(flat_bytes, width, lengths, trans, alive, tok, off, q):
     longest = 0
     for i in range(n):
         t, p, s = tok[i], off[i], q
-        end, base = lengths[t], t * width
+        end, base = lengths[t], starts[t]
         out = False
         while p < end:
-            after = trans[s, flat_bytes[base + p]]
+            after = trans[s, data[base + p]]
             if not alive[after]:
                 out = True
                 break
@@ -234,8 +237,8 @@ def trace_read(parent, state, end, depth, tok, off, alive, valid, q):
     return accepted[:n_accepted], left_tok, left_off, left_state
 
 
-@_compiled("(uint8[::1], int64, int64[::1], int32[:, ::1], int64, int64[::1], int64[::1])")
-def trace_tokens(flat_bytes, width, lengths, trans, q, tok, off):
+@_compiled("(uint8[::1], int64[::1], int64[::1], int32[:, ::1], int64, int64[::1], int64[::1])")
+def trace_tokens(vocab_data, starts, lengths, trans, q, tok, off):
     """Walk each token ``tok[j]`` from its byte ``off[j]`` in state q, byte by
     byte, until it ends or dies; tokens that pass through the same states share
     one path (grammar_index._Trace). Returns (per path: its state, the path it
@@ -251,7 +254,7 @@ def trace_tokens(flat_bytes, width, lengths, trans, q, tok, off):
     dead = trans.shape[0] - 1
     n = len(tok)
     # Each token's bytes from its offset, one after the other (``data[pos[j]:stop[j]]``):
-    # levels read them out of order, and the vocabulary's padded rows lie far apart.
+    # levels read them out of order, and the vocabulary's tokens lie far apart.
     room = 0
     for j in range(n):
         room += lengths[tok[j]] - off[j]
@@ -260,8 +263,8 @@ def trace_tokens(flat_bytes, width, lengths, trans, q, tok, off):
     k = 0
     for j in range(n):
         pos[j] = k
-        for at in range(tok[j] * width + off[j], tok[j] * width + lengths[tok[j]]):
-            data[k] = flat_bytes[at]
+        for at in range(starts[tok[j]] + off[j], starts[tok[j]] + lengths[tok[j]]):
+            data[k] = vocab_data[at]
             k += 1
         stop[j] = k
     path_state = np.empty(room, np.int32)

@@ -27,7 +27,7 @@ def test_token_walk_orders_by_bytes_walked_then_place():
     flat = rng.integers(0, 256, size=300 * width).astype(np.uint8)
     tok = rng.permutation(300).astype(np.int64)
     off = np.minimum(rng.integers(0, 3, size=300), lengths[tok] - 1).astype(np.int64)
-    ended, _, left, left_off, _ = walks.token_walk(flat, width, lengths, trans, alive, tok, off, 0)
+    ended, _, left, left_off, _ = walks.token_walk(flat, np.arange(300) * width, lengths, trans, alive, tok, off, 0)
     place = {t: i for i, t in enumerate(tok.tolist())}
     walked_off = dict(zip(tok.tolist(), off.tolist()))
     ended_keys = [(lengths[t] - walked_off[t], place[t]) for t in ended.tolist()]
@@ -68,7 +68,7 @@ def test_trace_shares_paths_and_replays_every_walk():
     flat = rng.integers(0, 12, size=2000 * width).astype(np.uint8)  # few distinct bytes: many shared paths
     tok = rng.permutation(2000).astype(np.int64)
     off = np.minimum(rng.integers(0, 2, size=2000), lengths[tok] - 1).astype(np.int64)
-    state, parent, depth, t_tok, t_off, end = walks.trace_tokens(flat, width, lengths, trans, 0, tok, off)
+    state, parent, depth, t_tok, t_off, end = walks.trace_tokens(flat, np.arange(2000) * width, lengths, trans, 0, tok, off)
     assert len(set(zip(parent.tolist(), state.tolist()))) == len(state) < int((lengths[tok] - off).sum())
     assert (np.diff(end) >= 0).all() and sorted(t_tok.tolist()) == sorted(tok.tolist())
     for t, o, e in zip(t_tok.tolist(), t_off.tolist(), end.tolist()):
