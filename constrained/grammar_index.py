@@ -77,11 +77,12 @@ class _Group:
     only on the group and the lexeme's state and context, however the tokens got
     there."""
 
-    __slots__ = ("id", "tok", "off", "next_byte")
+    __slots__ = ("id", "tok", "off", "next_byte", "first_byte")
 
     def __init__(self, id, tok, off):
         self.id, self.tok, self.off = id, tok, off
         self.next_byte = None  # each token's byte at its offset, once a lexeme asks (GrammarIndex._entering)
+        self.first_byte = None  # each token's first byte, once a combination of terminals asks (GrammarIndex._combine)
 
 
 class _Trace:
@@ -302,7 +303,7 @@ class GrammarIndex:
         stay_rows = np.array([e[0] for e in exits])
         stays = np.bitwise_or.reduce(stay_rows)
         valid = ctx.valid[live]
-        inside = np.bitwise_or.reduce(stay_rows[valid]) if valid.any() else self._nothing
+        inside = stays if valid.all() else np.bitwise_or.reduce(stay_rows[valid]) if valid.any() else self._nothing
         entered = np.sum([e[3] for e in exits], axis=0)  # per first byte, the terminals it enters
         first_out = self.starting_with(entered == 0)
         alone = entered == 1  # first bytes that enter one terminal only
@@ -312,12 +313,16 @@ class GrammarIndex:
                 if ctx.valid[k] and len(group.tok):
                     whole[k] = group
                 continue
-            by_k = alone[self._first_byte[group.tok]]
+            if group.first_byte is None:
+                group.first_byte = self._first_byte[group.tok]
+            by_k = alone[group.first_byte]
             parts.append((group.tok[by_k], group.off[by_k], np.full(int(by_k.sum()), k if ctx.valid[k] else -1)))
             mixed.append(group.tok[~by_k])
-        b_tok, b_off, b_state = self._leaving(self._ids(self._pack_ids(_cat(mixed)) & ~stays), q, ctx.alive_lark)
-        parts.append((b_tok, b_off, ctx.choice[b_state]))
-        later = self._by_terminal(*(np.concatenate(column) for column in zip(*parts)))
+        mixed = _cat(mixed)
+        if len(mixed):  # (most often none)
+            b_tok, b_off, b_state = self._leaving(self._ids(self._pack_ids(mixed) & ~stays), q, ctx.alive_lark)
+            parts.append((b_tok, b_off, ctx.choice[b_state]))
+        later = self._by_terminal(*(np.concatenate(column) for column in zip(*parts))) if parts else {}
         for k, group in whole.items():
             other = later.get(k)
             later[k] = group if other is None else _group(np.concatenate([group.tok, other.tok]), np.concatenate([group.off, other.off]))
@@ -425,6 +430,8 @@ class GrammarIndex:
     def _by_terminal(self, tok, off, term) -> dict:
         """{terminal: _Group} for tokens leaving a lexeme emitted as ``term`` (-1: dropped)."""
         found = {}
+        if not len(term):  # (a third of the time)
+            return found
         for t in (np.flatnonzero(np.bincount(term + 1)[1:])).tolist():
             emitted = term == t
             found[t] = _group(tok[emitted], off[emitted])
