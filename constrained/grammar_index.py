@@ -550,7 +550,7 @@ def _terminal_tokens(dfa: DFA, vocab: Vocabulary) -> "_TerminalTokens":
     if hit is None:
         hit = _TerminalTokens(dfa, vocab, key)
     kept[key] = hit
-    if len(kept) > _TERMINALS_KEPT:
+    while len(kept) > _TERMINALS_KEPT:
         kept.popitem(last=False)
     return hit
 

@@ -11,6 +11,7 @@ import os
 import re
 import sys
 import warnings
+import weakref
 import zlib
 
 import lark
@@ -855,6 +856,7 @@ def test_terminals_several_grammars_use_outlive_one_off_ones(tokenizers, monkeyp
     from constrained.dfa import literal
 
     monkeypatch.setattr(gi, "_TERMINALS_KEPT", 2)
+    monkeypatch.setattr(gi, "_TERMINALS", weakref.WeakKeyDictionary())  # none from other tests
     vocab = constrained.vocabulary(tokenizers("llama3"))
     shared, once = literal(b"shared"), literal(b"once")
     first = gi._terminal_tokens(shared, vocab)
