@@ -5,9 +5,11 @@ Each terminal knows, per state of its DFA, how every token fares: which tokens
 keep it alive, which die at their first byte, and which complete it and go on
 (``_TerminalTokens.exits``, from its token table: index.py's trie walk over all
 states for a small DFA; one row per state reached for a large one, from a pass
-over the whole trie or, where most first bytes lead where they lead from
-another state, from that state's exits and a walk of the other tokens; for a
-literal or an enum, from the trie walked below its live nodes only; the loops that read bytes are compiled, walks.py). These are
+over the whole trie (once per vocabulary for the states with the same small
+automaton below them, in any terminal) or, where most first bytes lead where
+they lead from another state, from that state's exits and a walk of the other
+tokens; for a literal or an enum, from the trie walked below its live nodes
+only; the loops that read bytes are compiled, walks.py). These are
 shared by every grammar using the terminal. A lexer state where several
 terminals are alive combines their exits (``_combine``), so no step walks the
 whole vocabulary. Tokens that leave the lexeme are then followed from the parser
@@ -33,7 +35,7 @@ from .index import walk_trie
 from .lalr import SuffixMemo
 from .models import cache_dir
 from .vocab import Vocabulary, padded_bytes
-from .walks import narrow_walk, token_walk, trace_read, trace_tokens, trie_exits, trie_row
+from .walks import narrow_walk, numbered_below, token_walk, trace_read, trace_tokens, trie_exits, trie_row
 
 _MASK_CACHE = 50_000  # masks kept per grammar and vocabulary, keyed by stack suffix (equal masks share one array)
 _FOLLOW_CACHE = 50_000  # groups followed through the lexemes after them, keyed likewise
@@ -50,6 +52,8 @@ _TABLE_PAIRS = 1_000_000  # in between, a whole table pays up to about this many
 _NARROW_BYTES = 40  # but no more than _SMALL_STATES where no state lets in more bytes than this (rows are cheap)
 _ROWS_KEPT = 256  # such rows kept per terminal (the most recently used)
 _EXITS_KEPT = 4096  # per terminal, states whose exits are kept (the most recently used)
+_BELOW_STATES = 64  # states below a state whose exits are shared by the automaton below it (_TerminalTokens._below)
+_BELOW_KEPT = 256  # such exits kept per vocabulary (the most recently used)
 _DONORS_TRIED = 8  # per terminal, the most recent states tried as donors (see _TerminalTokens._donor)
 _FEW_IDS = 2048  # token sets up to this size are packed word by word, larger ones through a bool per token
 # Token sets larger than this are read in one pass over the trie (~1 ms on Llama 3), not one by one (~25 ns a token).
@@ -530,6 +534,9 @@ def _bytes_before_last(vocab: Vocabulary) -> np.ndarray:
 
 
 _TERMINALS: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDictionary()
+# Per vocabulary, by the automaton below a state (_TerminalTokens._below): the state's exits (tokens that stay, group
+# of those that leave), where they took a pass over the trie.
+_BELOW: "weakref.WeakKeyDictionary[Vocabulary, OrderedDict]" = weakref.WeakKeyDictionary()
 
 
 def _terminal_tokens(dfa: DFA, vocab: Vocabulary) -> "_TerminalTokens":
@@ -766,15 +773,36 @@ class _TerminalTokens:
             elif (donor := self._donor(s, index)) is not None:
                 stays, left = self._exits_like(s, donor, index)
             else:
-                stays = entering & index._pack_bools(self.next_states(s) >= 0)
-                dying = index._ids(entering & ~stays & index._may_complete(self.entry))  # the others die incomplete
-                b_tok, b_off, b_state = index._leaving(dying, s, self.alive, self.trans)
-                complete = self.accepting[b_state]
-                left = _group(b_tok[complete], b_off[complete])
+                key = self._below(s)
+                same = _BELOW.setdefault(self.vocab, OrderedDict())
+                found = same.get(key) if key is not None else None
+                if found is not None:  # another terminal's state with the same automaton below it
+                    same.move_to_end(key)
+                    stays, left = found
+                else:
+                    stays = entering & index._pack_bools(self.next_states(s) >= 0)
+                    dying = index._ids(entering & ~stays & index._may_complete(self.entry))  # the others die incomplete
+                    b_tok, b_off, b_state = index._leaving(dying, s, self.alive, self.trans)
+                    complete = self.accepting[b_state]
+                    left = _group(b_tok[complete], b_off[complete])
+                    if key is not None:
+                        same[key] = stays, left
+                        if len(same) > _BELOW_KEPT:
+                            same.popitem(last=False)
             hit = self._exits[s] = (stays, index.starting_with(~alive_bytes), left, alive_bytes)
             if len(self._exits) > _EXITS_KEPT:
                 self._exits.popitem(last=False)
         return hit
+
+    def _below(self, s: int):
+        """A digest of the automaton below s (``walks.numbered_below``), or None
+        where it has over _BELOW_STATES states. Two states with the same one, in
+        any terminals, let the same tokens through the same way: a string's body
+        below an undeclared name's first byte is the body of every JSON string."""
+        order, table = numbered_below(self.trans, s, _BELOW_STATES)
+        if not len(order):
+            return None
+        return hashlib.sha256(table.tobytes() + self.accepting[order].tobytes()).digest()
 
     def _donor(self, s: int, index: "GrammarIndex"):
         """A state whose exits give most of s's, or None: after a token's first

@@ -3,7 +3,9 @@ of tokens walked through a lexeme (``token_walk``), or traced once for every
 context (``trace_tokens``) and read off by each (``trace_read``); the trie
 walked below the nodes a state keeps alive (``narrow_walk``), or whole, for
 where every token leaves a state (``trie_exits``) or a large terminal's state
-after every token (``trie_row``). They run once per new
+after every token (``trie_row``); and an automaton's states below one state,
+numbered alike wherever the automaton below is the same (``numbered_below``).
+They run once per new
 situation of a mask, on thousands of tokens or the whole trie; numpy would pay
 a call per byte position or trie level and a pass over the data per operation,
 so they are compiled with numba.
@@ -319,3 +321,31 @@ def trace_tokens(vocab_data, starts, lengths, trans, q, tok, off):
     # copies, since the buffers were sized for the worst case and traces are kept
     paths = path_state[:total].copy(), path_parent[:total].copy(), path_depth[:total].copy()
     return paths + (tok[order], off[order], end[order])
+
+
+@_compiled("(int32[:, ::1], int64, int64)")
+def numbered_below(trans, s, most):
+    """The states s leads to (s included), in breadth-first order with bytes
+    ascending, and their transitions with the states renumbered in that order
+    (-1: dead): the same for any two states with the same automaton below
+    them. Empty where there are more than ``most`` (at most 127) states."""
+    dead = trans.shape[0] - 1
+    number = np.full(dead + 1, -1, np.int64)
+    order = np.empty(most, np.int64)
+    order[0], number[s] = s, 0
+    n, i = 1, 0
+    while i < n:
+        for b in range(256):
+            t = trans[order[i], b]
+            if t != dead and number[t] < 0:
+                if n == most:
+                    return np.empty(0, np.int64), np.empty((0, 256), np.int8)
+                order[n], number[t] = t, n
+                n += 1
+        i += 1
+    table = np.empty((n, 256), np.int8)
+    for i in range(n):
+        for b in range(256):
+            t = trans[order[i], b]
+            table[i, b] = -1 if t == dead else number[t]
+    return order[:n].copy(), table

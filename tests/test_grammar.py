@@ -848,6 +848,33 @@ def test_exits_read_off_a_donor_state_agree_with_a_whole_row(tokenizers, monkeyp
             assert found == (state if vocab.tokens[t] and state >= 0 else -1), (s, vocab.tokens[t])
 
 
+def test_states_with_the_same_automaton_below_share_exits(tokenizers, monkeypatch):
+    """Names other than two different sets of keys: past a first byte that
+    starts no key, both are in a string's body, with the same automaton below
+    (walks.numbered_below), so the second terminal takes the first one's exits
+    instead of a pass over the trie; they are the exits it would have
+    computed. A state inside a key has another automaton below it."""
+    import constrained.grammar_index as gi
+    from constrained.dfa import difference, from_regex, literal, union
+
+    monkeypatch.setattr(gi, "_BELOW", weakref.WeakKeyDictionary())
+    index = constrained.json_schema({"type": "object"}).index(tokenizers("llama3"))
+    string = from_regex(r'"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"')
+    first = difference(string, union(*(literal(k) for k in (b'"name"', b'"type"'))))
+    second = difference(string, union(*(literal(k) for k in (b'"id"', b'"value"', b'"values"'))))
+    body = [int(dfa.transitions[dfa.transitions[0, ord('"')], ord("x")]) for dfa in (first, second)]
+    terminals = [gi._TerminalTokens(dfa, index.vocab, "test") for dfa in (first, second)]
+    assert terminals[0]._below(body[0]) == terminals[1]._below(body[1]) is not None
+    in_key = int(first.transitions[first.transitions[0, ord('"')], ord("n")])
+    assert terminals[0]._below(in_key) not in (None, terminals[0]._below(body[0]))
+    shared = [terminal.exits(s, index) for terminal, s in zip(terminals, body)]
+    assert shared[1][2] is shared[0][2]  # the same group: read, not computed again
+    monkeypatch.setattr(gi, "_BELOW_STATES", 1)
+    alone = gi._TerminalTokens(second, index.vocab, "test").exits(body[1], index)
+    assert np.array_equal(alone[0], shared[1][0]) and alone[2].id == shared[1][2].id
+    assert len(alone[2].tok) > 100 and int(np.bitwise_count(alone[0]).sum()) > 10_000
+
+
 def test_terminals_several_grammars_use_outlive_one_off_ones(tokenizers, monkeypatch):
     """Terminals' tables are shared across grammars: one that a second grammar
     used is kept while more one-off terminals than are kept come and go; a

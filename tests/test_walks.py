@@ -86,3 +86,24 @@ def test_trace_shares_paths_and_replays_every_walk():
             if s == 4:
                 break
         assert path == walked
+
+
+def test_numbered_below_names_states_by_the_automaton_below():
+    """Two automata that differ above a state but not below it number its
+    states alike; a state with more states below it than allowed gets nothing."""
+    rng = np.random.default_rng(3)
+    below, _ = _automaton(6, rng)  # states 0-5, 6 dead
+    above = np.full((3, 256), 9, dtype=np.int32)  # three more states, each leading into the first automaton
+    above[:, :4] = rng.integers(0, 9, size=(3, 4))
+    big = np.vstack([np.where(below[:6] == 6, 9, below[:6]), above, np.full((1, 256), 9)]).astype(np.int32)
+    order, table = walks.numbered_below(below, 2, 100)
+    big_order, big_table = walks.numbered_below(big, 2, 100)
+    assert np.array_equal(table, big_table) and order.tolist() == big_order.tolist()
+    assert order[0] == 2 and sorted(order.tolist()) == sorted(set(order.tolist()))
+    assert set(np.unique(table).tolist()) <= set(range(-1, len(order)))
+    for i, state in enumerate(order.tolist()):
+        expected = [-1 if t == 6 else order.tolist().index(t) for t in below[state].tolist()]
+        assert table[i].tolist() == expected
+    assert len(walks.numbered_below(big, 8, 100)[0]) > 1  # from state 8, above: reaches the states below
+    assert len(walks.numbered_below(below, 2, 2)[0]) == 0
+
