@@ -23,6 +23,7 @@ one, is remembered under the top states of the stack it read (lalr.SuffixMemo),
 so the same situation at another nesting depth costs a dictionary lookup.
 """
 
+import functools
 import hashlib
 import os
 import weakref
@@ -691,9 +692,13 @@ class _TerminalTokens:
         self.alive = np.append(np.ones(n, dtype=bool), False)
         accepting = np.append(dfa.accepting, False)
         self.accepting = accepting
-        self.entry = accepting[self.trans[:n]].any(axis=0)  # bytes that enter a complete state
         self._exits: OrderedDict = OrderedDict()
         self._like: dict = {}  # state: (its donor, the first bytes on which they agree), see _donor
+
+    @functools.cached_property
+    def entry(self) -> np.ndarray:
+        """The bytes that enter a complete state (literals and enums never ask)."""
+        return self.accepting[self.trans[:-1]].any(axis=0)
 
     def next_states(self, s: int) -> np.ndarray:
         """Per token, the state after it from s (-1: dead)."""
