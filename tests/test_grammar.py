@@ -749,6 +749,28 @@ def test_literals_walk_the_trie_below_live_nodes(tokenizers):
         assert most_leaving > 100  # from a complete state: every token that ends the literal and goes on
 
 
+def test_lexer_contexts_match_their_definition(tokenizers):
+    """A context's live states and choices, read through 64-bit words of
+    terminals and a state's sole live terminal, are what the definition says:
+    a state is alive where a terminal of the set is, and a complete lexeme is
+    the first complete acceptable terminal in choice order, if valid. Over
+    a hundred terminals: several words per state."""
+    properties = {f"key{i}": {"type": ["integer", "string"]} for i in range(140)}
+    c = constrained.json_schema({"type": "object", "properties": properties})
+    tok = tokenizers("llama3")
+    assert feed_text(c.matcher(tok), tok, '{"key3": 1, "key40": "x", "key139": 2}')
+    lexer = c.index(tok).lexer
+    assert len(lexer.dfas) > 128 and len(lexer._several) and len(lexer._completing_sole)
+    for ctx in list(lexer._contexts.values()):
+        assert np.array_equal(ctx.alive_lark[:-1], (lexer.alive & ctx.acceptable).any(axis=1))
+        assert np.array_equal(ctx.alive_valid[:-1], (lexer.alive & ctx.valid).any(axis=1))
+        complete = lexer.accepting[:, lexer.choice_order] & ctx.acceptable[lexer.choice_order]
+        first = lexer.choice_order[complete.argmax(axis=1)]
+        expected = np.where(complete.any(axis=1) & ctx.valid[first], first, -1)
+        assert np.array_equal(ctx.choice[:-1], expected)
+    assert len(lexer._contexts) > 3
+
+
 def test_tokens_leaving_read_off_the_trie_agree_with_walking(tokenizers, monkeypatch):
     """Large sets of tokens are read through the lexer (and through a
     terminal's DFA for its exits) in one pass over the trie rather than token
