@@ -124,7 +124,8 @@ class GrammarIndex:
         self.usable = self.lengths > 0  # tokens with bytes that are not EOS
         self.usable[self.eos] = False
         self._first_byte = self.bytes[:, 0]
-        # The usable tokens by first byte (ascending within each): those of byte b are _by_first_ids[_first_starts[b]:_first_starts[b + 1]].
+        # The usable tokens by first byte (ascending within each): byte b's are
+        # _by_first_ids[_first_starts[b]:_first_starts[b + 1]].
         self._by_first_ids = np.flatnonzero(self.usable)[np.argsort(self._first_byte[self.usable], kind="stable")]
         self.first_byte_counts = np.bincount(self._first_byte[self.usable], minlength=256)
         self._first_starts = np.concatenate([[0], np.cumsum(self.first_byte_counts)])
@@ -677,9 +678,10 @@ class _TerminalTokens:
     generation reaches are needed (``walks.trie_row``: one pass over the trie),
     or, for a state whose tokens mostly fare as from another (inside a key that
     a name may not be, as in the string's body), only the tokens whose first
-    byte tells the two apart (``_donor``). A narrow one (no state lets in more than _NARROW_BYTES bytes: literals, enums)
-    keeps only the few tokens alive from each state it met, with their states
-    (``_narrow_walk``), for ``known_next_state``."""
+    byte tells the two apart (``_donor``). A narrow one (no state lets in more
+    than _NARROW_BYTES bytes: literals, enums) keeps only the few tokens alive
+    from each state it met, with their states (``_narrow_walk``), for
+    ``known_next_state``."""
 
     def __init__(self, dfa: DFA, vocab: Vocabulary, key: str):
         self.dfa, self.vocab = dfa, vocab
