@@ -125,11 +125,9 @@ class GrammarIndex:
         self.usable[self.eos] = False
         self._first_byte = self.bytes[:, 0]
         # The usable tokens by first byte (ascending within each): byte b's are
-        # _by_first_ids[_first_starts[b]:_first_starts[b + 1]].
-        self._by_first_ids = np.flatnonzero(self.usable)[np.argsort(self._first_byte[self.usable], kind="stable")]
-        self.first_byte_counts = np.bincount(self._first_byte[self.usable], minlength=256)
-        self._first_starts = np.concatenate([[0], np.cumsum(self.first_byte_counts)])
-        self._by_first, self._byte_set_masks = _by_first_byte(vocab)
+        # _by_first_ids[_first_starts[b]:_first_starts[b + 1]], first_byte_counts[b] of them.
+        self._by_first, self._byte_set_masks, self._by_first_ids, self._first_starts, self.first_byte_counts = \
+            _by_first_byte(vocab)
         # How every token fares from one state of one terminal, per terminal (shared across grammars),
         # built when the terminal is first alive in a mask: many never are (other branches of a schema).
         self._terminals: list = [None] * len(self.lexer.dfas)
@@ -504,8 +502,10 @@ _BY_FIRST: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDicti
 
 def _by_first_byte(vocab: Vocabulary):
     """(257, words) packed: for each byte, the usable tokens (with bytes, not EOS)
-    it starts, then all usable tokens; and a cache for ``GrammarIndex.starting_with``
-    and ``GrammarIndex._may_complete``: the same for every grammar over this vocabulary."""
+    it starts, then all usable tokens; a cache for ``GrammarIndex.starting_with``
+    and ``GrammarIndex._may_complete``; and the usable tokens as ids sorted by
+    first byte, where each byte's begin, and how many each byte starts: the same
+    for every grammar over this vocabulary."""
     hit = _BY_FIRST.get(vocab)
     if hit is None:
         matrix, lengths = _token_matrix(vocab)
@@ -513,9 +513,13 @@ def _by_first_byte(vocab: Vocabulary):
         usable[sorted(vocab.eos_ids)] = False
         found = np.zeros((257, ((vocab.size + 31) // 32) * 32), dtype=bool)
         ids = np.flatnonzero(usable)
-        found[matrix[ids, 0], ids] = True
+        first = matrix[ids, 0]
+        found[first, ids] = True
         found[256, ids] = True
-        hit = _BY_FIRST[vocab] = (np.packbits(found, axis=1, bitorder="little").view(np.uint32), {})
+        counts = np.bincount(first, minlength=256)
+        hit = _BY_FIRST[vocab] = (np.packbits(found, axis=1, bitorder="little").view(np.uint32), {},
+                                  ids[np.argsort(first, kind="stable")], np.concatenate([[0], np.cumsum(counts)]),
+                                  counts)
     return hit
 
 
