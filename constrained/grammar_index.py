@@ -25,6 +25,7 @@ so the same situation at another nesting depth costs a dictionary lookup.
 
 import functools
 import hashlib
+import itertools
 import os
 import weakref
 from collections import OrderedDict
@@ -716,7 +717,6 @@ class _TerminalTokens:
         """The state after ``token`` from s if that costs a lookup, else None."""
         if self.table is not None:
             return int(self.table[s, self.group[token]])
-        first = self.vocab.tokens[token][:1]
         while True:
             row = self._rows.get(s)
             if row is None:
@@ -728,7 +728,8 @@ class _TerminalTokens:
             if at < len(tokens) and tokens[at] == token:
                 return int(states[at])
             like = self._like.get(s)  # tokens not walked fare as from the donor where the first byte agrees
-            if like is None or not first or not like[1][first[0]]:
+            data = self.vocab.tokens[token]
+            if like is None or not data or not like[1][data[0]]:
                 return -1
             s = like[0]
 
@@ -785,8 +786,8 @@ class _TerminalTokens:
                 stays, left = self._exits_like(s, donor, index)
             else:
                 key = self._below(s)
-                same = _BELOW.setdefault(self.vocab, OrderedDict())
-                found = same.get(key) if key is not None else None
+                same = _BELOW.setdefault(self.vocab, OrderedDict()) if key is not None else {}
+                found = same.get(key)
                 if found is not None:  # another terminal's state with the same automaton below it
                     same.move_to_end(key)
                     stays, left = found
@@ -829,7 +830,7 @@ class _TerminalTokens:
         trans, dead, weights = self.trans, self.dfa.n_states, index.first_byte_counts
         alive = trans[s] < dead
         most = int(np.argmax(np.bincount(trans[s][alive], weights=weights[alive], minlength=dead + 1)))
-        candidates = list(self._exits)[-_DONORS_TRIED:]
+        candidates = list(itertools.islice(reversed(self._exits), _DONORS_TRIED))
         if most not in self._exits:
             own = trans[most] < dead
             if int(np.argmax(np.bincount(trans[most][own], weights=weights[own], minlength=dead + 1))) == most:
