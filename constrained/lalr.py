@@ -112,25 +112,28 @@ class ParseTable:
         return None if tail is None else stack[: len(stack) - depth] + tail
 
     def _feed(self, stack: tuple, term: int):
-        """(depth read, the states replacing the top ``depth`` ones, or None)."""
-        st = list(stack)
-        low = len(st) - 1
+        """(depth read, the states replacing the top ``depth`` ones, or None).
+        The stack is read as ``stack[:base]`` plus the states pushed since, never
+        copied: stacks run hundreds of states deep (a member per state in a long
+        object), and a reduction reads a few at the top."""
+        base, pushed = len(stack), []
         while True:
-            action = self.actions[st[-1]].get(term)
+            action = self.actions[pushed[-1] if pushed else stack[base - 1]].get(term)
             if action is None:
-                return len(stack) - low, None
+                return len(stack) - base + 1, None
             shift, arg, size = action
             if shift:
-                st.append(arg)
+                pushed.append(arg)
                 break
-            if size:
-                del st[-size:]
-                low = min(low, len(st) - 1)
-            st.append(self.goto[st[-1]][arg])
-            if term == END and st[-1] == self.end_state:
+            if size > len(pushed):
+                base -= size - len(pushed)
+                pushed.clear()
+            elif size:
+                del pushed[-size:]
+            pushed.append(self.goto[pushed[-1] if pushed else stack[base - 1]][arg])
+            if term == END and pushed[-1] == self.end_state:
                 break
-        depth = len(stack) - low
-        return depth, tuple(st[low:])
+        return len(stack) - base + 1, (stack[base - 1],) + tuple(pushed)
 
 
 class _Reading:
