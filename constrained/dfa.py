@@ -13,10 +13,11 @@ ran for minutes on nested bounded repeats, with no way to bound it.)
 """
 
 import gc
+import hashlib
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -47,6 +48,13 @@ class DFA:
     @property
     def n_states(self) -> int:
         return len(self.accepting)
+
+    @cached_property
+    def digest(self) -> str:
+        """A name for the automaton: equal automata (same numbering) have the same."""
+        found = hashlib.sha256(np.ascontiguousarray(self.transitions, dtype=np.int32))
+        found.update(self.accepting.astype(bool))
+        return found.hexdigest()[:32]
 
     def run(self, data: bytes, state: int = 0) -> int:
         """The state after ``data`` from ``state``, or -1."""
@@ -633,6 +641,8 @@ def is_finite(a: DFA) -> bool:
     """Whether ``a`` (trimmed, as every DFA here is) accepts finitely many
     strings: no state lies on a cycle."""
     live = a.transitions >= 0
+    if (a.transitions > np.arange(a.n_states)[:, None])[live].all():  # numbered along every path (a literal)
+        return True
     edges = np.unique(np.nonzero(live)[0] * a.n_states + a.transitions[live])
     source, target = np.divmod(edges, a.n_states)
     begin = np.searchsorted(source, np.arange(a.n_states + 1))

@@ -554,7 +554,7 @@ def _terminal_tokens(dfa: DFA, vocab: Vocabulary) -> "_TerminalTokens":
     several have, so that the terminals many schemas share outlive the key
     sets and literals each schema brings."""
     new, shared = _TERMINALS.setdefault(vocab, (OrderedDict(), OrderedDict()))
-    key = hashlib.sha256(dfa.transitions.tobytes() + dfa.accepting.tobytes()).hexdigest()[:32]
+    key = dfa.digest
     hit = shared.get(key)
     if hit is not None:
         shared.move_to_end(key)
@@ -695,8 +695,10 @@ class _TerminalTokens:
         whole = _whole_table_pays(dfa, vocab, self._narrow)
         self.table, self.group = _stored_table(dfa, vocab, key) if whole else (None, None)
         self._rows: OrderedDict = OrderedDict()
-        self.trans = np.vstack([np.where(dfa.transitions < 0, n, dfa.transitions), np.full((1, 256), n)]).astype(np.int32, order="C")
-        self.alive = np.append(np.ones(n, dtype=bool), False)
+        self.trans = np.full((n + 1, 256), n, dtype=np.int32)  # the last row: the dead sink every byte leads to
+        np.copyto(self.trans[:n], dfa.transitions, where=dfa.transitions >= 0)
+        self.alive = np.ones(n + 1, dtype=bool)
+        self.alive[n] = False
         accepting = np.append(dfa.accepting, False)
         self.accepting = accepting
         self._exits: OrderedDict = OrderedDict()

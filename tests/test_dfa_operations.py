@@ -9,6 +9,7 @@ from hypothesis import given, strategies as st
 
 from constrained import ConstrainedError
 from constrained.dfa import (
+    DFA,
     MAX_STATES,
     complement,
     difference,
@@ -120,3 +121,19 @@ def test_too_complex_products_are_refused():
 ])
 def test_is_finite_tells_finite_languages(pattern, finite):
     assert is_finite(from_regex(pattern)) == finite
+
+
+@pytest.mark.parametrize("edges, finite", [
+    ([(0, 2, "a"), (2, 1, "b")], True),  # a path that goes back to a lower number, with no cycle
+    ([(0, 1, "a"), (1, 2, "b"), (2, 1, "c")], False),  # the same numbers along the first edges, then a cycle
+    ([(0, 1, "a"), (1, 1, "b")], False),
+])
+def test_is_finite_whatever_the_state_numbers(edges, finite):
+    """State 1 accepts; the edges (from, to, byte) are in no particular order."""
+    transitions = np.full((3, 256), -1, dtype=np.int32)
+    for source, target, byte in edges:
+        transitions[source, ord(byte)] = target
+    accepting = np.array([False, True, False])
+    if not any(target == 2 or source == 2 for source, target, _ in edges):
+        transitions, accepting = transitions[:2], accepting[:2]
+    assert is_finite(DFA(transitions, accepting)) == finite
