@@ -309,26 +309,31 @@ class GrammarIndex:
         stays = np.bitwise_or.reduce(stay_rows)
         valid = ctx.valid[live]
         inside = stays if valid.all() else np.bitwise_or.reduce(stay_rows[valid]) if valid.any() else self._nothing
-        entered = np.sum([e[3] for e in exits], axis=0)  # per first byte, the terminals it enters
+        alive_bytes = np.array([e[3] for e in exits])  # per terminal, the first bytes it lets in
+        entered = alive_bytes.sum(axis=0)  # per first byte, the terminals it enters
         first_out = self.starting_with(entered == 0)
         alone = entered == 1  # first bytes that enter one terminal only
-        whole, parts, mixed = {}, [], []
-        for k, (_, _, group, alive_bytes) in zip(live, exits):
-            if alone[alive_bytes].all():  # k decides its whole group: keep the group (and its id)
-                if ctx.valid[k] and len(group.tok):
-                    whole[k] = group
+        decides = ~(alive_bytes & ~alone).any(axis=1)  # all its first bytes enter it alone: it decides its group
+        later = {}
+        split = np.flatnonzero(~decides).tolist()
+        if split:  # the groups of the others, together, each token tagged with its terminal (-1: not valid)
+            groups = [exits[i][2] for i in split]
+            for group in groups:
+                if group.first_byte is None:
+                    group.first_byte = self._first_byte[group.tok]
+            tok, off = _cat([g.tok for g in groups]), _cat([g.off for g in groups])
+            term = np.repeat(np.where(valid, live, -1)[split], [len(g.tok) for g in groups])
+            by_one = alone[_cat([g.first_byte for g in groups])]
+            parts = [(tok[by_one], off[by_one], term[by_one])]
+            mixed = tok[~by_one]
+            if len(mixed):  # (most often none)
+                b_tok, b_off, b_state = self._leaving(self._ids(self._pack_ids(mixed) & ~stays), q, ctx.alive_lark)
+                parts.append((b_tok, b_off, ctx.choice[b_state]))
+            later = self._by_terminal(*(np.concatenate(column) for column in zip(*parts)))
+        for i in np.flatnonzero(decides & valid).tolist():  # keep a deciding terminal's group (and its id)
+            k, group = live[i], exits[i][2]
+            if not len(group.tok):
                 continue
-            if group.first_byte is None:
-                group.first_byte = self._first_byte[group.tok]
-            by_k = alone[group.first_byte]
-            parts.append((group.tok[by_k], group.off[by_k], np.full(int(by_k.sum()), k if ctx.valid[k] else -1)))
-            mixed.append(group.tok[~by_k])
-        mixed = _cat(mixed)
-        if len(mixed):  # (most often none)
-            b_tok, b_off, b_state = self._leaving(self._ids(self._pack_ids(mixed) & ~stays), q, ctx.alive_lark)
-            parts.append((b_tok, b_off, ctx.choice[b_state]))
-        later = self._by_terminal(*(np.concatenate(column) for column in zip(*parts))) if parts else {}
-        for k, group in whole.items():
             other = later.get(k)
             later[k] = group if other is None else _group(np.concatenate([group.tok, other.tok]), np.concatenate([group.off, other.off]))
         zero_term = int(ctx.choice[q])
