@@ -862,7 +862,7 @@ class _TerminalTokens:
         self._like[s] = (donor, agree)
         order = np.argsort(ended)
         self._keep_row(s, (ended[order], end_state[order]))
-        stays = (d_stays & ~index._pack_ids(index.first_byte_in(d_alive & ~agree))) | index._pack_ids(ended)
+        stays = (d_stays & ~index.starting_with(d_alive & ~agree)) | index._pack_ids(ended)
         kept = agree[index._first_byte[d_left.tok]]
         complete = self.accepting[b_state]
         left = _group(np.concatenate([d_left.tok[kept], b_tok[complete]]),
