@@ -12,7 +12,8 @@ tokens; for a literal or an enum, from the trie walked below its live nodes
 only; the loops that read bytes are compiled, walks.py). These are
 shared by every grammar using the terminal. A lexer state where several
 terminals are alive combines their exits (``_combine``), so no step walks the
-whole vocabulary. Tokens that leave the lexeme are then followed from the parser
+whole vocabulary; grammars with the same terminals alive in the same states
+share the combination (``_combined``). Tokens that leave the lexeme are then followed from the parser
 stack, lexeme after lexeme, in groups by the terminal emitted (only the tokens
 whose next byte some terminal lets in enter the next lexeme: a few percent of a
 group, usually); the walk of a group through a lexeme is remembered under the
@@ -44,6 +45,7 @@ _FOLLOW_CACHE = 50_000  # groups followed through the lexemes after them, keyed 
 _WALK_CACHE = 2_000  # token walks from a lexer state kept per grammar and vocabulary
 _NODE_CACHE = 50_000  # walks of tokens that crossed into a new lexeme, kept likewise
 _TRACE_STATES = 8_000_000  # paths and tokens kept in traces (see _Trace) per grammar and vocabulary, ~20 bytes each
+_COMBINED_TOKENS = 4_000_000  # tokens kept in walks shared across grammars (see GrammarIndex._combined), per vocabulary
 _TABLES_ON_DISK = 1 << 30  # bytes of terminal tables kept in the cache directory (the least recently used go)
 # Terminals' token tables shared across grammars, per vocabulary: the most recent new ones, and as many of
 # those that a second grammar used (a string's chunks, its body ...: kept while one-off key sets come and go).
@@ -125,6 +127,7 @@ class GrammarIndex:
         self.usable = self.lengths > 0  # tokens with bytes that are not EOS
         self.usable[self.eos] = False
         self._first_byte = self.bytes[:, 0]
+        self._choice_rank = np.argsort(self.lexer.choice_order).tolist()  # per terminal, its place in the lexer's choice
         # The usable tokens by first byte (ascending within each): byte b's are
         # _by_first_ids[_first_starts[b]:_first_starts[b + 1]], first_byte_counts[b] of them.
         self._by_first, self._byte_set_masks, self._by_first_ids, self._first_starts, self.first_byte_counts = \
@@ -136,8 +139,7 @@ class GrammarIndex:
         self._walks: dict = {}
         self._nodes: dict = {}
         self._walked: set = set()  # (group, state) walked in one context so far
-        self._traces: OrderedDict = OrderedDict()
-        self._trace_states = 0
+        self._traces = _Recent(_TRACE_STATES)
         self._nothing = np.zeros(self.words, dtype=np.uint32)
         self._canon: dict = {}
         self._canon_ids: dict = {}
@@ -292,11 +294,30 @@ class GrammarIndex:
             k, (stay, first_out, group, _) = live[0], exits[0]
             result = _Walk(stay, int(ctx.choice[q]), first_out, {k: group} if len(group.tok) else {})
         else:
-            result = self._combine(q, ctx, live, exits)
+            result = self._combined(q, ctx, live, exits)
         if len(self._walks) >= _WALK_CACHE:
             self._walks.clear()
         self._walks[key] = result
         return result
+
+    def _combined(self, q: int, ctx, live: list, exits: list) -> _Walk:
+        """``_combine``'s walk, shared by the grammars over this vocabulary: it
+        depends only on the terminals alive, their states, the order the lexer
+        picks them in and which are valid (a long string's chunk and tail in
+        every schema with one, a value's literals and number ...)."""
+        ranked = sorted(range(len(live)), key=lambda i: self._choice_rank[live[i]])
+        terminals = [live[i] for i in ranked]
+        shape = tuple((self._terminal(k).dfa.digest, int(self.lexer.components[q, k]), bool(ctx.valid[k]))
+                      for k in terminals)
+        shared = _COMBINED.setdefault(self.vocab, _Recent(_COMBINED_TOKENS))
+        hit = shared.get(shape)
+        if hit is None:
+            walk = self._combine(q, ctx, live, exits)
+            place = {k: j for j, k in enumerate(terminals)}  # a terminal's place in the shape
+            hit = (walk.inside, walk.zero_bits, place.get(walk.zero_term, -1), {place[k]: g for k, g in walk.later.items()})
+            shared.put(shape, hit, sum(len(g.tok) for g in walk.later.values()))
+        inside, zero_bits, zero, later = hit
+        return _Walk(inside, terminals[zero] if zero >= 0 else -1, zero_bits, {terminals[j]: g for j, g in later.items()})
 
     def _combine(self, q: int, ctx, live: list, exits: list) -> _Walk:
         """The ``_Walk`` from a lexer state where several terminals are alive,
@@ -404,16 +425,10 @@ class GrammarIndex:
         (made once, kept while room)."""
         key = (group.id, q)
         hit = self._traces.get(key)
-        if hit is not None:
-            self._traces.move_to_end(key)
-            return hit
-        tokens, offsets = self._entering(group, q)
-        walked = trace_tokens(self._data, self._starts, self.lengths, self.lexer.trans, q, tokens, offsets)
-        hit = self._traces[key] = _Trace(q, *walked)
-        self._trace_states += len(hit.tok) + len(hit.state)
-        while self._trace_states > _TRACE_STATES and len(self._traces) > 1:
-            _, old = self._traces.popitem(last=False)
-            self._trace_states -= len(old.tok) + len(old.state)
+        if hit is None:
+            tokens, offsets = self._entering(group, q)
+            hit = _Trace(q, *trace_tokens(self._data, self._starts, self.lengths, self.lexer.trans, q, tokens, offsets))
+            self._traces.put(key, hit, len(hit.tok) + len(hit.state))
         return hit
 
     def _read(self, trace: _Trace, ctx):
@@ -454,6 +469,27 @@ class GrammarIndex:
         that does not fit, state before it): see ``walks.token_walk``."""
         trans = self.lexer.trans if trans is None else trans
         return token_walk(self._data, self._starts, self.lengths, trans, alive, tok, off, q)
+
+
+class _Recent:
+    """The most recently used values, while their sizes add up to ``budget``."""
+
+    def __init__(self, budget: int):
+        self.budget, self.size, self._items = budget, 0, OrderedDict()
+
+    def get(self, key):
+        hit = self._items.get(key)
+        if hit is None:
+            return None
+        self._items.move_to_end(key)
+        return hit[0]
+
+    def put(self, key, value, size: int) -> None:
+        self._items[key] = (value, size)
+        self.size += size
+        while self.size > self.budget and len(self._items) > 1:
+            _, (_, old) = self._items.popitem(last=False)
+            self.size -= old
 
 
 def _group(tok: np.ndarray, off: np.ndarray) -> _Group:
@@ -546,6 +582,7 @@ def _bytes_before_last(vocab: Vocabulary) -> np.ndarray:
 
 
 _TERMINALS: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDictionary()
+_COMBINED: "weakref.WeakKeyDictionary[Vocabulary, _Recent]" = weakref.WeakKeyDictionary()  # GrammarIndex._combined
 # Per vocabulary, by the automaton below a state (_TerminalTokens._below): the state's exits (tokens that stay, group
 # of those that leave), where they took a pass over the trie.
 _BELOW: "weakref.WeakKeyDictionary[Vocabulary, OrderedDict]" = weakref.WeakKeyDictionary()

@@ -6,6 +6,7 @@ refused with a clear message."""
 import ast
 import functools
 import heapq
+import json
 import keyword
 import os
 import re
@@ -898,6 +899,52 @@ def test_states_with_the_same_automaton_below_share_exits(tokenizers, monkeypatc
     alone = gi._TerminalTokens(second, index.vocab, "test").exits(body[1], index)
     assert np.array_equal(alone[0], shared[1][0]) and alone[2].id == shared[1][2].id
     assert len(alone[2].tok) > 100 and int(np.bitwise_count(alone[0]).sum()) > 10_000
+
+
+def test_grammars_share_a_combination_of_terminals(tokenizers, monkeypatch):
+    """Where several terminals are alive, the walk of the vocabulary from there
+    (GrammarIndex._combined) is shared by every grammar with the same terminals
+    in the same states: two schemas that both let "name" and "names" follow, in
+    different places and under different terminal numbers (after the opening
+    quote, and after "name", the walks differ). The second grammar
+    reads the first one's walks, and they are those it computes alone, named
+    by its own terminals."""
+    import constrained.grammar_index as gi
+
+    tokenizer = tokenizers("llama3")
+    text = {"type": "string"}
+    first = {"type": "object", "properties": {"zz": {"type": "integer"}, "name": text, "names": text},
+             "required": ["zz"], "additionalProperties": False}
+    second = {"type": "object", "properties": {"name": text, "names": text}, "additionalProperties": False}
+    combine, combined, calls = gi.GrammarIndex._combine, gi.GrammarIndex._combined, []
+    monkeypatch.setattr(gi.GrammarIndex, "_combine", lambda *a: calls.append(1) or combine(*a))
+
+    def walks(schema, document, inner):
+        """Each combined walk on the way through ``document`` (named), and each mask."""
+        found = []
+
+        def spy(index, q, ctx, live, exits):
+            walk = inner(index, q, ctx, live, exits)
+            names = index.language.names
+            found.append(({names[k]: g.id for k, g in walk.later.items()}, walk.inside.tobytes(),
+                          names[walk.zero_term] if walk.zero_term >= 0 else None,
+                          sorted(index.lexer.components[q, live].tolist())))
+            return walk
+        monkeypatch.setattr(gi.GrammarIndex, "_combined", spy)
+        matcher = constrained.json_schema(schema).matcher(tokenizer)
+        for token in encode_exact(tokenizer, json.dumps(document)):
+            found.append(matcher.mask().tobytes())
+            matcher.advance(token)
+        return found
+
+    monkeypatch.setattr(gi, "_COMBINED", weakref.WeakKeyDictionary())
+    alone = walks(second, {"name": "bob"}, lambda index, *args: index._combine(*args))
+    computed_alone, calls[:] = len(calls), []
+    walks(first, {"zz": 1, "name": "bob"}, combined)
+    calls[:] = []
+    assert walks(second, {"name": "bob"}, combined) == alone
+    assert computed_alone >= 2 and len(calls) < computed_alone  # some of the first grammar's walks were read
+    assert len({tuple(walk[3]) for walk in alone if isinstance(walk, tuple)}) >= 2  # walks from several states
 
 
 def test_terminals_several_grammars_use_outlive_one_off_ones(tokenizers, monkeypatch):
