@@ -124,8 +124,7 @@ class GrammarIndex:
         self.bytes, self.lengths = _token_matrix(vocab)
         self._data, self._starts = _token_data(vocab)  # for the compiled walks (walks.py)
         self.eos = np.array(sorted(vocab.eos_ids), dtype=np.int64)
-        self.usable = self.lengths > 0  # tokens with bytes that are not EOS
-        self.usable[self.eos] = False
+        self.usable = _usable(vocab)  # tokens with bytes that are not EOS
         self._first_byte = self.bytes[:, 0]
         self._choice_rank = np.argsort(self.lexer.choice_order).tolist()  # per terminal, its place in the lexer's choice
         # The usable tokens by first byte (ascending within each): byte b's are
@@ -539,6 +538,19 @@ def _token_data(vocab: Vocabulary):
     return hit
 
 
+_USABLE: "weakref.WeakKeyDictionary[Vocabulary, np.ndarray]" = weakref.WeakKeyDictionary()
+
+
+def _usable(vocab: Vocabulary) -> np.ndarray:
+    """Per token, whether it has bytes and is not EOS (read-only)."""
+    hit = _USABLE.get(vocab)
+    if hit is None:
+        hit = _USABLE[vocab] = _token_matrix(vocab)[1] > 0
+        hit[sorted(vocab.eos_ids)] = False
+        hit.flags.writeable = False
+    return hit
+
+
 _BY_FIRST: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDictionary()
 
 
@@ -550,9 +562,8 @@ def _by_first_byte(vocab: Vocabulary):
     for every grammar over this vocabulary."""
     hit = _BY_FIRST.get(vocab)
     if hit is None:
-        matrix, lengths = _token_matrix(vocab)
-        usable = lengths > 0
-        usable[sorted(vocab.eos_ids)] = False
+        matrix = _token_matrix(vocab)[0]
+        usable = _usable(vocab)
         found = np.zeros((257, ((vocab.size + 31) // 32) * 32), dtype=bool)
         ids = np.flatnonzero(usable)
         first = matrix[ids, 0]
@@ -803,13 +814,6 @@ class _TerminalTokens:
         return narrow_walk(trie.child_start, trie.byte, int(trie.level_start[0]), int(trie.level_start[1]), self.trans,
                            s, self.alive, self.accepting, spelled, spelled_start, below, below_first, below_end)
 
-    @staticmethod
-    def _leaving_group(tok, off, index) -> "_Group":
-        """The usable ones of tokens that complete the terminal and go on (in
-        the walk's order: the same every time, so the group's id is too)."""
-        usable = index.usable[tok]
-        return _group(tok[usable], off[usable])
-
     def exits(self, s: int, index: "GrammarIndex"):
         """How the usable tokens fare from state s: (packed tokens that keep it
         alive, packed tokens whose first byte kills it, the ``_Group`` of the
@@ -818,37 +822,49 @@ class _TerminalTokens:
         hit = self._exits.get(s)
         if hit is not None:
             self._exits.move_to_end(s)
+            return hit
+        alive_bytes = self.trans[s] < self.dfa.n_states
+        if self._narrow and self.table is None:
+            stays, left = self._exits_narrow(s, alive_bytes, index)
+        elif (donor := self._donor(s, index)) is not None:
+            stays, left = self._exits_like(s, donor, index)
         else:
-            alive_bytes = self.trans[s] < self.dfa.n_states
-            entering = index.starting_with(alive_bytes)
-            if self._narrow and self.table is None:  # few tokens live: one walk of them says it all
-                tokens, states, b_tok, b_off = self._narrow_walk(s)
-                self._keep_row(s, (tokens, states))
-                stays = entering & index._pack_ids(tokens)
-                left = self._leaving_group(b_tok, b_off, index)
-            elif (donor := self._donor(s, index)) is not None:
-                stays, left = self._exits_like(s, donor, index)
-            else:
-                key = self._below(s)
-                same = _BELOW.setdefault(self.vocab, OrderedDict()) if key is not None else {}
-                found = same.get(key)
-                if found is not None:  # another terminal's state with the same automaton below it
-                    same.move_to_end(key)
-                    stays, left = found
-                else:
-                    stays = entering & index._pack_bools(self.next_states(s) >= 0)
-                    dying = index._ids(entering & ~stays & index._may_complete(self.entry))  # the others die incomplete
-                    b_tok, b_off, b_state = index._leaving(dying, s, self.alive, self.trans)
-                    complete = self.accepting[b_state]
-                    left = _group(b_tok[complete], b_off[complete])
-                    if key is not None:
-                        same[key] = stays, left
-                        if len(same) > _BELOW_KEPT:
-                            same.popitem(last=False)
-            hit = self._exits[s] = (stays, index.starting_with(~alive_bytes), left, alive_bytes)
-            if len(self._exits) > _EXITS_KEPT:
-                self._exits.popitem(last=False)
+            stays, left = self._exits_walked(s, alive_bytes, index)
+        hit = self._exits[s] = (stays, index.starting_with(~alive_bytes), left, alive_bytes)
+        if len(self._exits) > _EXITS_KEPT:
+            self._exits.popitem(last=False)
         return hit
+
+    def _exits_narrow(self, s: int, alive_bytes: np.ndarray, index: "GrammarIndex"):
+        """(packed tokens that keep s alive, the ``_Group`` of those that complete
+        it and go on) where few tokens live: one walk of them says it all."""
+        tokens, states, b_tok, b_off = self._narrow_walk(s)
+        self._keep_row(s, (tokens, states))
+        usable = index.usable[b_tok]  # in the walk's order: the same every time, so the group's id is too
+        return index.starting_with(alive_bytes) & index._pack_ids(tokens), _group(b_tok[usable], b_off[usable])
+
+    def _exits_walked(self, s: int, alive_bytes: np.ndarray, index: "GrammarIndex"):
+        """(packed tokens that keep s alive, the ``_Group`` of those that complete
+        it and go on) from s's row and a walk of the tokens that die in it; or,
+        where another state in any terminal has the same automaton below it,
+        that state's (``_below``)."""
+        key = self._below(s)
+        same = _BELOW.setdefault(self.vocab, OrderedDict()) if key is not None else {}
+        found = same.get(key)
+        if found is not None:
+            same.move_to_end(key)
+            return found
+        entering = index.starting_with(alive_bytes)
+        stays = entering & index._pack_bools(self.next_states(s) >= 0)
+        dying = index._ids(entering & ~stays & index._may_complete(self.entry))  # the others die incomplete
+        b_tok, b_off, b_state = index._leaving(dying, s, self.alive, self.trans)
+        complete = self.accepting[b_state]
+        found = stays, _group(b_tok[complete], b_off[complete])
+        if key is not None:
+            same[key] = found
+            if len(same) > _BELOW_KEPT:
+                same.popitem(last=False)
+        return found
 
     def _below(self, s: int):
         """A digest of the automaton below s (``walks.numbered_below``), or None

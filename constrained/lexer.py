@@ -126,16 +126,24 @@ def _words(bits: np.ndarray) -> np.ndarray:
     return np.packbits(padded, axis=1, bitorder="little").view("<u8")
 
 
-def _lowest_common(rows: np.ndarray, mask: np.ndarray, lowest: bool = True) -> np.ndarray:
+def _lowest_common(rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Per row of words, the lowest column set in both it and ``mask`` (one row
-    of words), or -1 (with ``lowest`` false: some such column, or -1). A pass
-    per word of the mask that has a bit set (numpy's ``any`` along short rows
-    of bytes took a hundred microseconds on a lexer of a few thousand states)."""
+    of words), or -1. A pass per word of the mask that has a bit set (numpy's
+    ``any`` along short rows of bytes took a hundred microseconds on a lexer of
+    a few thousand states)."""
     found = np.full(len(rows), -1, dtype=np.int64)
     for j in reversed(np.flatnonzero(mask[0]).tolist()):
         both = rows[:, j] & mask[0, j]
-        at = np.bitwise_count((both & (~both + np.uint64(1))) - np.uint64(1)).astype(np.int64) if lowest else 0
+        at = np.bitwise_count((both & (~both + np.uint64(1))) - np.uint64(1)).astype(np.int64)
         found = np.where(both != 0, 64 * j + at, found)
+    return found
+
+
+def _any_common(rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Per row of words, whether it has a column set in ``mask`` (as ``_lowest_common``)."""
+    found = np.zeros(len(rows), dtype=bool)
+    for j in np.flatnonzero(mask[0]).tolist():
+        found |= (rows[:, j] & mask[0, j]) != 0
     return found
 
 
@@ -333,8 +341,8 @@ class Lexer:
         in_valid[list(valid)] = True
         in_lark_or_none, in_valid_or_none = np.append(in_lark, False), np.append(in_valid, False)  # [-1]: none
         alive_lark, alive_valid = in_lark_or_none[self._sole], in_valid_or_none[self._sole]
-        alive_lark[self._several] = _lowest_common(self._several_words, _words(in_lark[None]), False) >= 0
-        alive_valid[self._several] = _lowest_common(self._several_words, _words(in_valid[None]), False) >= 0
+        alive_lark[self._several] = _any_common(self._several_words, _words(in_lark[None]))
+        alive_valid[self._several] = _any_common(self._several_words, _words(in_valid[None]))
         choice = np.full(self.n_states + 1, -1, dtype=np.int64)
         sole = self._sole[self._completing_sole]
         choice[self._completing_sole] = np.where(in_lark[sole] & in_valid[sole], sole, -1)
