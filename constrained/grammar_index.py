@@ -13,7 +13,7 @@ only; the loops that read bytes are compiled, walks.py). These are
 shared by every grammar using the terminal. A lexer state where several
 terminals are alive combines their exits (``_combine``), so no step walks the
 whole vocabulary; grammars with the same terminals alive in the same states
-share the combination (``_combined``). Tokens that leave the lexeme are then followed from the parser
+share the combination and the walks of groups from there (``_lexer_shape``). Tokens that leave the lexeme are then followed from the parser
 stack, lexeme after lexeme, in groups by the terminal emitted (only the tokens
 whose next byte some terminal lets in enter the next lexeme: a few percent of a
 group, usually); the walk of a group through a lexeme is remembered under the
@@ -45,7 +45,7 @@ _FOLLOW_CACHE = 50_000  # groups followed through the lexemes after them, keyed 
 _WALK_CACHE = 2_000  # token walks from a lexer state kept per grammar and vocabulary
 _NODE_CACHE = 50_000  # walks of tokens that crossed into a new lexeme, kept likewise
 _TRACE_STATES = 8_000_000  # paths and tokens kept in traces (see _Trace) per grammar and vocabulary, ~20 bytes each
-_COMBINED_TOKENS = 4_000_000  # tokens kept in walks shared across grammars (see GrammarIndex._combined), per vocabulary
+_SHARED_TOKENS = 4_000_000  # tokens kept in walks shared across grammars (see GrammarIndex._lexer_shape), per vocabulary
 _TABLES_ON_DISK = 1 << 30  # bytes of terminal tables kept in the cache directory (the least recently used go)
 # Terminals' token tables shared across grammars, per vocabulary: the most recent new ones, and as many of
 # those that a second grammar used (a string's chunks, its body ...: kept while one-off key sets come and go).
@@ -127,6 +127,8 @@ class GrammarIndex:
         self.usable = _usable(vocab)  # tokens with bytes that are not EOS
         self._first_byte = self.bytes[:, 0]
         self._choice_rank = np.argsort(self.lexer.choice_order).tolist()  # per terminal, its place in the lexer's choice
+        self._shapes: dict = {}  # (lexer state, context key): _lexer_shape
+        self._shared_walks = _SHARED.setdefault(vocab, _Recent(_SHARED_TOKENS))
         # The usable tokens by first byte (ascending within each): byte b's are
         # _by_first_ids[_first_starts[b]:_first_starts[b + 1]], first_byte_counts[b] of them.
         self._by_first, self._byte_set_masks, self._by_first_ids, self._first_starts, self.first_byte_counts = \
@@ -299,22 +301,31 @@ class GrammarIndex:
         self._walks[key] = result
         return result
 
+    def _lexer_shape(self, q: int, ctx) -> tuple:
+        """(the terminals alive in lexer state q that ``ctx`` accepts, in the order
+        the lexer picks among them; a key naming them whatever the grammar: each
+        one's automaton, state and validity). A walk from q in ctx depends on
+        nothing else, so grammars over this vocabulary with the same shape share
+        walks (``_combined``, ``_lexeme``): a long string's chunk and tail meet in
+        every schema with one, the tokens after a string's closing quote meet a
+        comma or a closing brace in most."""
+        key = (q, ctx.key)
+        hit = self._shapes.get(key)
+        if hit is None:
+            live = sorted((k for k in self.lexer.alive_terminals[q] if ctx.acceptable[k]), key=self._choice_rank.__getitem__)
+            components, dfas = self.lexer.components[q], self.lexer.dfas
+            hit = self._shapes[key] = (live, tuple((dfas[k].digest, int(components[k]), bool(ctx.valid[k])) for k in live))
+        return hit
+
     def _combined(self, q: int, ctx, live: list, exits: list) -> _Walk:
-        """``_combine``'s walk, shared by the grammars over this vocabulary: it
-        depends only on the terminals alive, their states, the order the lexer
-        picks them in and which are valid (a long string's chunk and tail in
-        every schema with one, a value's literals and number ...)."""
-        ranked = sorted(range(len(live)), key=lambda i: self._choice_rank[live[i]])
-        terminals = [live[i] for i in ranked]
-        shape = tuple((self._terminal(k).dfa.digest, int(self.lexer.components[q, k]), bool(ctx.valid[k]))
-                      for k in terminals)
-        shared = _COMBINED.setdefault(self.vocab, _Recent(_COMBINED_TOKENS))
-        hit = shared.get(shape)
+        """``_combine``'s walk, shared by the grammars with the same shape at q (``_lexer_shape``)."""
+        terminals, shape = self._lexer_shape(q, ctx)
+        hit = self._shared_walks.get(shape)
         if hit is None:
             walk = self._combine(q, ctx, live, exits)
             place = {k: j for j, k in enumerate(terminals)}  # a terminal's place in the shape
             hit = (walk.inside, walk.zero_bits, place.get(walk.zero_term, -1), {place[k]: g for k, g in walk.later.items()})
-            shared.put(shape, hit, sum(len(g.tok) for g in walk.later.values()))
+            self._shared_walks.put(shape, hit, sum(len(g.tok) for g in walk.later.values()))
         inside, zero_bits, zero, later = hit
         return _Walk(inside, terminals[zero] if zero >= 0 else -1, zero_bits, {terminals[j]: g for j, g in later.items()})
 
@@ -388,24 +399,36 @@ class GrammarIndex:
         valid terminal of ``ctx`` can still complete, {terminal emitted: the
         ``_Group`` going on after it}). Remembered under ``key`` (the group, the
         lexeme's state and its context, which decide it), so a new stack or
-        another path to the same situation only asks the parser again. A group a
-        second context meets is traced (``_Trace``) rather than walked again; one
-        met once is just walked (a trace costs a few walks)."""
+        another path to the same situation only asks the parser again; and
+        shared with the grammars with the same shape at q (``_lexer_shape``)."""
         node = self._nodes.get(key)
         if node is None:
-            if (group.id, q) in self._walked:  # another context walks it again: trace it once for all
-                accepted, b_tok, b_off, b_state = self._read(self._trace(group, q), ctx)
-            else:
-                if len(self._walked) >= _NODE_CACHE:
-                    self._walked.clear()
-                self._walked.add((group.id, q))
-                ended, end_state, b_tok, b_off, b_state = self._walk(*self._entering(group, q), q, ctx.alive_lark)
-                accepted = ended[ctx.alive_valid[end_state]]
-            node = (accepted, self._by_terminal(b_tok, b_off, ctx.choice[b_state]))
+            terminals, shape = self._lexer_shape(q, ctx)
+            found = self._shared_walks.get((group.id, shape))
+            if found is None:
+                accepted, leaving = self._lexeme_walk(group, q, ctx)
+                place = {k: j for j, k in enumerate(terminals)}
+                found = (accepted, {place[k]: g for k, g in leaving.items()})
+                self._shared_walks.put((group.id, shape), found, len(accepted) + sum(len(g.tok) for g in leaving.values()))
+            node = (found[0], {terminals[j]: g for j, g in found[1].items()})
             if len(self._nodes) >= _NODE_CACHE:
                 self._nodes.clear()
             self._nodes[key] = node
         return node
+
+    def _lexeme_walk(self, group: _Group, q: int, ctx) -> tuple:
+        """``_lexeme``'s answer, computed: a group a second context meets is traced
+        (``_Trace``) rather than walked again; one met once is just walked (a
+        trace costs a few walks)."""
+        if (group.id, q) in self._walked:  # another context walks it again: trace it once for all
+            accepted, b_tok, b_off, b_state = self._read(self._trace(group, q), ctx)
+        else:
+            if len(self._walked) >= _NODE_CACHE:
+                self._walked.clear()
+            self._walked.add((group.id, q))
+            ended, end_state, b_tok, b_off, b_state = self._walk(*self._entering(group, q), q, ctx.alive_lark)
+            accepted = ended[ctx.alive_valid[end_state]]
+        return accepted, self._by_terminal(b_tok, b_off, ctx.choice[b_state])
 
     def _entering(self, group: _Group, q: int):
         """(tokens, offsets) of the tokens of ``group`` whose next byte some
@@ -593,7 +616,7 @@ def _bytes_before_last(vocab: Vocabulary) -> np.ndarray:
 
 
 _TERMINALS: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDictionary()
-_COMBINED: "weakref.WeakKeyDictionary[Vocabulary, _Recent]" = weakref.WeakKeyDictionary()  # GrammarIndex._combined
+_SHARED: "weakref.WeakKeyDictionary[Vocabulary, _Recent]" = weakref.WeakKeyDictionary()  # see GrammarIndex._lexer_shape
 # Per vocabulary, by the automaton below a state (_TerminalTokens._below): the state's exits (tokens that stay, group
 # of those that leave), where they took a pass over the trie.
 _BELOW: "weakref.WeakKeyDictionary[Vocabulary, OrderedDict]" = weakref.WeakKeyDictionary()

@@ -901,14 +901,15 @@ def test_states_with_the_same_automaton_below_share_exits(tokenizers, monkeypatc
     assert len(alone[2].tok) > 100 and int(np.bitwise_count(alone[0]).sum()) > 10_000
 
 
-def test_grammars_share_a_combination_of_terminals(tokenizers, monkeypatch):
-    """Where several terminals are alive, the walk of the vocabulary from there
-    (GrammarIndex._combined) is shared by every grammar with the same terminals
-    in the same states: two schemas that both let "name" and "names" follow, in
-    different places and under different terminal numbers (after the opening
-    quote, and after "name", the walks differ). The second grammar
-    reads the first one's walks, and they are those it computes alone, named
-    by its own terminals."""
+def test_grammars_share_walks_from_the_same_terminals(tokenizers, monkeypatch):
+    """Walks from a lexer state (where several terminals are alive, and of a
+    group of tokens entering a lexeme) are shared by every grammar with the
+    same terminals alive in the same states (GrammarIndex._lexer_shape): two
+    schemas that both let "name" and "names" follow, in different places and
+    under different terminal numbers (after the opening quote, and after
+    "name", the walks differ). The second grammar reads the first one's
+    walks, and they are those it computes with nothing shared, named by its
+    own terminals."""
     import constrained.grammar_index as gi
 
     tokenizer = tokenizers("llama3")
@@ -916,35 +917,43 @@ def test_grammars_share_a_combination_of_terminals(tokenizers, monkeypatch):
     first = {"type": "object", "properties": {"zz": {"type": "integer"}, "name": text, "names": text},
              "required": ["zz"], "additionalProperties": False}
     second = {"type": "object", "properties": {"name": text, "names": text}, "additionalProperties": False}
-    combine, combined, calls = gi.GrammarIndex._combine, gi.GrammarIndex._combined, []
-    monkeypatch.setattr(gi.GrammarIndex, "_combine", lambda *a: calls.append(1) or combine(*a))
+    calls = []
+    for method in ("_combine", "_lexeme_walk"):  # count the walks computed
+        inner = getattr(gi.GrammarIndex, method)
+        monkeypatch.setattr(gi.GrammarIndex, method, functools.partialmethod(
+            lambda index, *args, inner=inner, method=method: calls.append(method) or inner(index, *args)))
 
-    def walks(schema, document, inner):
-        """Each combined walk on the way through ``document`` (named), and each mask."""
+    def walks(schema, document, combined=gi.GrammarIndex._combined, lexeme=gi.GrammarIndex._lexeme):
+        """Each walk on the way through ``document`` (named), and each mask."""
         found = []
 
-        def spy(index, q, ctx, live, exits):
-            walk = inner(index, q, ctx, live, exits)
+        def named(index, walk_or_node, components):
             names = index.language.names
-            found.append(({names[k]: g.id for k, g in walk.later.items()}, walk.inside.tobytes(),
-                          names[walk.zero_term] if walk.zero_term >= 0 else None,
-                          sorted(index.lexer.components[q, live].tolist())))
-            return walk
-        monkeypatch.setattr(gi.GrammarIndex, "_combined", spy)
+            inside, later = (walk_or_node.inside, walk_or_node.later) if isinstance(walk_or_node, gi._Walk) \
+                else walk_or_node
+            return {names[k]: g.id for k, g in later.items()}, inside.tobytes(), components
+        monkeypatch.setattr(gi.GrammarIndex, "_combined", lambda index, q, ctx, live, exits: found.append(
+            named(index, walk := combined(index, q, ctx, live, exits), index.lexer.components[q, live].tolist())) or walk)
+        monkeypatch.setattr(gi.GrammarIndex, "_lexeme", lambda index, key, group, q, ctx: found.append(
+            named(index, node := lexeme(index, key, group, q, ctx), group.id)) or node)
         matcher = constrained.json_schema(schema).matcher(tokenizer)
         for token in encode_exact(tokenizer, json.dumps(document)):
             found.append(matcher.mask().tobytes())
             matcher.advance(token)
         return found
 
-    monkeypatch.setattr(gi, "_COMBINED", weakref.WeakKeyDictionary())
-    alone = walks(second, {"name": "bob"}, lambda index, *args: index._combine(*args))
-    computed_alone, calls[:] = len(calls), []
-    walks(first, {"zz": 1, "name": "bob"}, combined)
+    alone = walks(second, {"name": "bob"}, lambda index, q, ctx, live, exits: index._combine(q, ctx, live, exits),
+                  lambda index, key, group, q, ctx: index._lexeme_walk(group, q, ctx))  # computed, not shared
+    computed_alone, calls[:] = sorted(calls), []
+    monkeypatch.setattr(gi, "_SHARED", weakref.WeakKeyDictionary())
+    walks(first, {"zz": 1, "name": "bob"})
     calls[:] = []
-    assert walks(second, {"name": "bob"}, combined) == alone
-    assert computed_alone >= 2 and len(calls) < computed_alone  # some of the first grammar's walks were read
-    assert len({tuple(walk[3]) for walk in alone if isinstance(walk, tuple)}) >= 2  # walks from several states
+    assert walks(second, {"name": "bob"}) == alone
+    for method in ("_combine", "_lexeme_walk"):  # some of the first grammar's walks of each kind were read
+        assert calls.count(method) < computed_alone.count(method)
+    combinations = [walk[2] for walk in alone if isinstance(walk, tuple) and isinstance(walk[2], list)]
+    assert len({tuple(sorted(c)) for c in combinations}) >= 2  # from several states
+    assert any(len(walk[0]) >= 1 for walk in alone if isinstance(walk, tuple) and isinstance(walk[2], bytes))
 
 
 def test_terminals_several_grammars_use_outlive_one_off_ones(tokenizers, monkeypatch):
