@@ -45,7 +45,7 @@ _FOLLOW_CACHE = 50_000  # groups followed through the lexemes after them, keyed 
 _WALK_CACHE = 2_000  # token walks from a lexer state kept per grammar and vocabulary
 _NODE_CACHE = 50_000  # walks of tokens that crossed into a new lexeme, kept likewise
 _TRACE_STATES = 8_000_000  # paths and tokens kept in traces (see _Trace) per grammar and vocabulary, ~20 bytes each
-_SHARED_TOKENS = 4_000_000  # tokens kept in walks shared across grammars (see GrammarIndex._lexer_shape), per vocabulary
+_SHARED_BYTES = 128 << 20  # walks shared across grammars (GrammarIndex._lexer_shape), per vocabulary
 _TABLES_ON_DISK = 1 << 30  # bytes of terminal tables kept in the cache directory (the least recently used go)
 # Terminals' token tables shared across grammars, per vocabulary: the most recent new ones, and as many of
 # those that a second grammar used (a string's chunks, its body ...: kept while one-off key sets come and go).
@@ -128,7 +128,7 @@ class GrammarIndex:
         self._first_byte = self.bytes[:, 0]
         self._choice_rank = np.argsort(self.lexer.choice_order).tolist()  # per terminal, its place in the lexer's choice
         self._shapes: dict = {}  # (lexer state, context key): _lexer_shape
-        self._shared_walks = _SHARED.setdefault(vocab, _Recent(_SHARED_TOKENS))
+        self._shared_walks = _SHARED.setdefault(vocab, _Recent(_SHARED_BYTES))
         # The usable tokens by first byte (ascending within each): byte b's are
         # _by_first_ids[_first_starts[b]:_first_starts[b + 1]], first_byte_counts[b] of them.
         self._by_first, self._byte_set_masks, self._by_first_ids, self._first_starts, self.first_byte_counts = \
@@ -325,7 +325,7 @@ class GrammarIndex:
             walk = self._combine(q, ctx, live, exits)
             place = {k: j for j, k in enumerate(terminals)}  # a terminal's place in the shape
             hit = (walk.inside, walk.zero_bits, place.get(walk.zero_term, -1), {place[k]: g for k, g in walk.later.items()})
-            self._shared_walks.put(shape, hit, sum(len(g.tok) for g in walk.later.values()))
+            self._shared_walks.put(shape, hit, _nbytes(walk.inside, walk.later.values()))
         inside, zero_bits, zero, later = hit
         return _Walk(inside, terminals[zero] if zero >= 0 else -1, zero_bits, {terminals[j]: g for j, g in later.items()})
 
@@ -409,7 +409,7 @@ class GrammarIndex:
                 accepted, leaving = self._lexeme_walk(group, q, ctx)
                 place = {k: j for j, k in enumerate(terminals)}
                 found = (accepted, {place[k]: g for k, g in leaving.items()})
-                self._shared_walks.put((group.id, shape), found, len(accepted) + sum(len(g.tok) for g in leaving.values()))
+                self._shared_walks.put((group.id, shape), found, _nbytes(accepted, leaving.values()))
             node = (found[0], {terminals[j]: g for j, g in found[1].items()})
             if len(self._nodes) >= _NODE_CACHE:
                 self._nodes.clear()
@@ -494,7 +494,7 @@ class GrammarIndex:
 
 
 class _Recent:
-    """The most recently used values, while their sizes add up to ``budget``."""
+    """The most recently used values, while their sizes (at least 1 each) add up to ``budget``."""
 
     def __init__(self, budget: int):
         self.budget, self.size, self._items = budget, 0, OrderedDict()
@@ -507,11 +507,17 @@ class _Recent:
         return hit[0]
 
     def put(self, key, value, size: int) -> None:
+        size = max(size, 1)
         self._items[key] = (value, size)
         self.size += size
         while self.size > self.budget and len(self._items) > 1:
             _, (_, old) = self._items.popitem(last=False)
             self.size -= old
+
+
+def _nbytes(tokens: np.ndarray, groups) -> int:
+    """The bytes of an array of tokens (or a packed set) and of groups."""
+    return tokens.nbytes + sum(g.tok.nbytes + g.off.nbytes for g in groups)
 
 
 def _group(tok: np.ndarray, off: np.ndarray) -> _Group:

@@ -956,6 +956,23 @@ def test_grammars_share_walks_from_the_same_terminals(tokenizers, monkeypatch):
     assert any(len(walk[0]) >= 1 for walk in alone if isinstance(walk, tuple) and isinstance(walk[2], bytes))
 
 
+def test_recent_values_stay_within_their_budget():
+    """grammar_index._Recent keeps the most recently used values while their
+    sizes add up to its budget, counting an empty value as 1 (walks that let
+    no token through are kept too, and must not pile up)."""
+    from constrained.grammar_index import _Recent
+
+    kept = _Recent(10)
+    for k in range(25):
+        kept.put(k, str(k), 0)
+    assert [k for k in range(25) if kept.get(k) is not None] == list(range(15, 25))
+    kept.get(15)  # used again: outlives the others
+    kept.put("big", "big", 8)
+    assert kept.get(15) == "15" and kept.get("big") == "big" and kept.get(16) is None and kept.size == 10
+    kept.put("huge", "huge", 50)  # alone over the budget: kept, as the newest
+    assert kept.get("huge") == "huge" and kept.get("big") is None and kept.size == 50
+
+
 def test_terminals_several_grammars_use_outlive_one_off_ones(tokenizers, monkeypatch):
     """Terminals' tables are shared across grammars: one that a second grammar
     used is kept while more one-off terminals than are kept come and go; a
