@@ -13,7 +13,8 @@ only; the loops that read bytes are compiled, walks.py). These are
 shared by every grammar using the terminal. A lexer state where several
 terminals are alive combines their exits (``_combine``), so no step walks the
 whole vocabulary; grammars with the same terminals alive in the same states
-share the combination and the walks of groups from there (``_lexer_shape``). Tokens that leave the lexeme are then followed from the parser
+share the combination and the walks of groups from there (``_lexer_shape``).
+Tokens that leave the lexeme are then followed from the parser
 stack, lexeme after lexeme, in groups by the terminal emitted (only the tokens
 whose next byte some terminal lets in enter the next lexeme: a few percent of a
 group, usually); the walk of a group through a lexeme is remembered under the
