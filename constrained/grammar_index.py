@@ -509,6 +509,9 @@ class _Recent:
 
     def put(self, key, value, size: int) -> None:
         size = max(size, 1)
+        replaced = self._items.pop(key, None)
+        if replaced is not None:
+            self.size -= replaced[1]
         self._items[key] = (value, size)
         self.size += size
         while self.size > self.budget and len(self._items) > 1:

@@ -971,6 +971,9 @@ def test_recent_values_stay_within_their_budget():
     assert kept.get(15) == "15" and kept.get("big") == "big" and kept.get(16) is None and kept.size == 10
     kept.put("huge", "huge", 50)  # alone over the budget: kept, as the newest
     assert kept.get("huge") == "huge" and kept.get("big") is None and kept.size == 50
+    kept.put("huge", "smaller", 3)  # stored again: replaces the value and its size
+    kept.put("more", "more", 7)
+    assert kept.get("huge") == "smaller" and kept.get("more") == "more" and kept.size == 10
 
 
 def test_terminals_several_grammars_use_outlive_one_off_ones(tokenizers, monkeypatch):
