@@ -289,14 +289,14 @@ class GrammarIndex:
             return hit
         components = self.lexer.components[q]
         live = [k for k in self.lexer.alive_terminals[q] if ctx.acceptable[k]]
-        exits = [self._terminal(k).exits(int(components[k]), self) for k in live]
         if not live or (len(live) == 1 and not ctx.valid[live[0]]):  # no terminal the parser shifts here
             result = _Walk(self._nothing, -1, None, {})
         elif len(live) == 1:  # inside most lexemes: one terminal, whatever the grammar around it
-            k, (stay, first_out, group, _) = live[0], exits[0]
+            k = live[0]
+            stay, first_out, group, _ = self._terminal(k).exits(int(components[k]), self)
             result = _Walk(stay, int(ctx.choice[q]), first_out, {k: group} if len(group.tok) else {})
         else:
-            result = self._combined(q, ctx, live, exits)
+            result = self._combined(q, ctx, live)
         if len(self._walks) >= _WALK_CACHE:
             self._walks.clear()
         self._walks[key] = result
@@ -318,12 +318,14 @@ class GrammarIndex:
             hit = self._shapes[key] = (live, tuple((dfas[k].digest, int(components[k]), bool(ctx.valid[k])) for k in live))
         return hit
 
-    def _combined(self, q: int, ctx, live: list, exits: list) -> _Walk:
-        """``_combine``'s walk, shared by the grammars with the same shape at q (``_lexer_shape``)."""
+    def _combined(self, q: int, ctx, live: list) -> _Walk:
+        """``_combine``'s walk, shared by the grammars with the same shape at q
+        (``_lexer_shape``): the terminals' exits are asked only where it is not."""
         terminals, shape = self._lexer_shape(q, ctx)
         hit = self._shared_walks.get(shape)
         if hit is None:
-            walk = self._combine(q, ctx, live, exits)
+            components = self.lexer.components[q]
+            walk = self._combine(q, ctx, live, [self._terminal(k).exits(int(components[k]), self) for k in live])
             place = {k: j for j, k in enumerate(terminals)}  # a terminal's place in the shape
             hit = (walk.inside, walk.zero_bits, place.get(walk.zero_term, -1), {place[k]: g for k, g in walk.later.items()})
             self._shared_walks.put(shape, hit, _nbytes(walk.inside, walk.later.values()))
@@ -629,7 +631,7 @@ _TERMINALS: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDict
 _SHARED: "weakref.WeakKeyDictionary[Vocabulary, _Recent]" = weakref.WeakKeyDictionary()  # see GrammarIndex._lexer_shape
 # Per vocabulary, by the automaton below a state (_TerminalTokens._below): the state's exits (tokens that stay, group
 # of those that leave), where they took a pass over the trie.
-_BELOW: "weakref.WeakKeyDictionary[Vocabulary, OrderedDict]" = weakref.WeakKeyDictionary()
+_BELOW: "weakref.WeakKeyDictionary[Vocabulary, _Recent]" = weakref.WeakKeyDictionary()
 
 
 def _terminal_tokens(dfa: DFA, vocab: Vocabulary) -> "_TerminalTokens":
@@ -882,10 +884,9 @@ class _TerminalTokens:
         where another state in any terminal has the same automaton below it,
         that state's (``_below``)."""
         key = self._below(s)
-        same = _BELOW.setdefault(self.vocab, OrderedDict()) if key is not None else {}
-        found = same.get(key)
+        same = _BELOW.setdefault(self.vocab, _Recent(_BELOW_KEPT))
+        found = same.get(key) if key is not None else None
         if found is not None:
-            same.move_to_end(key)
             return found
         entering = index.starting_with(alive_bytes)
         stays = entering & index._pack_bools(self.next_states(s) >= 0)
@@ -894,9 +895,7 @@ class _TerminalTokens:
         complete = self.accepting[b_state]
         found = stays, _group(b_tok[complete], b_off[complete])
         if key is not None:
-            same[key] = found
-            if len(same) > _BELOW_KEPT:
-                same.popitem(last=False)
+            same.put(key, found, 1)
         return found
 
     def _below(self, s: int):

@@ -231,9 +231,7 @@ class _Builder:
         self.rules: dict = {}  # name -> list of alternatives (tuples of symbols)
         self.terminal_dfas: dict = {}  # name -> DFA
         self.glued: set = set()  # terminals inside a long string: no whitespace may follow them
-        self._terminal_names: dict = {}  # DFA bytes -> name
-        self._terminal_ids: dict = {}  # id(DFA) -> name
-        self._keep: list = []
+        self._terminal_names: dict = {}  # DFA digest -> name
         self._names: dict = {}  # key -> rule name
         self._todo: list = []  # (name, function building its alternatives)
         self._alternatives = 0
@@ -269,15 +267,10 @@ class _Builder:
 
     def terminal(self, language, hint: str) -> str:
         """The terminal of a DFA; equal languages (minimal DFAs with equal tables) share one."""
-        name = self._terminal_ids.get(id(language))
+        name = self._terminal_names.get(language.digest)
         if name is None:
-            key = (language.transitions.tobytes(), language.accepting.tobytes())
-            name = self._terminal_names.get(key)
-            if name is None:
-                name = self._terminal_names[key] = f"{hint}{len(self._terminal_names)}"
-                self.terminal_dfas[name] = language
-            self._terminal_ids[id(language)] = name
-            self._keep.append(language)  # ids stay unique while the builder lives
+            name = self._terminal_names[language.digest] = f"{hint}{len(self._terminal_names)}"
+            self.terminal_dfas[name] = language
         return name
 
     # Values.

@@ -164,7 +164,7 @@ def _object_regions(schemas, terms: dict, rest: int, pointer: str) -> tuple:
     groups = []
     for language, inside in regions:
         atom = ObjectAtom(patterns=(("unevaluated", language, rest),), explicit_additional=True)
-        key = ("unevaluated", pointer, language.transitions.tobytes(), language.accepting.tobytes())
+        key = ("unevaluated", pointer, language.digest)
         groups.append(_region_group(schemas, inside, schemas.synthetic(key, lambda: Node(pointer, obj=atom))))
     return tuple(groups)
 

@@ -932,8 +932,8 @@ def test_grammars_share_walks_from_the_same_terminals(tokenizers, monkeypatch):
             inside, later = (walk_or_node.inside, walk_or_node.later) if isinstance(walk_or_node, gi._Walk) \
                 else walk_or_node
             return {names[k]: g.id for k, g in later.items()}, inside.tobytes(), components
-        monkeypatch.setattr(gi.GrammarIndex, "_combined", lambda index, q, ctx, live, exits: found.append(
-            named(index, walk := combined(index, q, ctx, live, exits), index.lexer.components[q, live].tolist())) or walk)
+        monkeypatch.setattr(gi.GrammarIndex, "_combined", lambda index, q, ctx, live: found.append(
+            named(index, walk := combined(index, q, ctx, live), index.lexer.components[q, live].tolist())) or walk)
         monkeypatch.setattr(gi.GrammarIndex, "_lexeme", lambda index, key, group, q, ctx: found.append(
             named(index, node := lexeme(index, key, group, q, ctx), group.id)) or node)
         matcher = constrained.json_schema(schema).matcher(tokenizer)
@@ -942,7 +942,10 @@ def test_grammars_share_walks_from_the_same_terminals(tokenizers, monkeypatch):
             matcher.advance(token)
         return found
 
-    alone = walks(second, {"name": "bob"}, lambda index, q, ctx, live, exits: index._combine(q, ctx, live, exits),
+    def combine(index, q, ctx, live):
+        return index._combine(q, ctx, live, [index._terminal(k).exits(int(index.lexer.components[q, k]), index) for k in live])
+
+    alone = walks(second, {"name": "bob"}, combine,
                   lambda index, key, group, q, ctx: index._lexeme_walk(group, q, ctx))  # computed, not shared
     computed_alone, calls[:] = sorted(calls), []
     monkeypatch.setattr(gi, "_SHARED", weakref.WeakKeyDictionary())
