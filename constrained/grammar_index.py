@@ -12,8 +12,11 @@ tokens; for a literal or an enum, from the trie walked below its live nodes
 only; the loops that read bytes are compiled, walks.py). These are
 shared by every grammar using the terminal. A lexer state where several
 terminals are alive combines their exits (``_combine``), so no step walks the
-whole vocabulary; grammars with the same terminals alive in the same states
-share the combination and the walks of groups from there (``_lexer_shape``).
+whole vocabulary (but where most tokens' first bytes enter several of them, as
+in a long string's chunk and tail, one pass over the trie through the lexer's
+automaton costs less: ``_walked_whole``); grammars with the same terminals
+alive in the same states share the combination and the walks of groups from
+there (``_lexer_shape``).
 Tokens that leave the lexeme are then followed from the parser
 stack, lexeme after lexeme, in groups by the terminal emitted (only the tokens
 whose next byte some terminal lets in enter the next lexeme: a few percent of a
@@ -60,6 +63,7 @@ _EXITS_KEPT = 4096  # per terminal, states whose exits are kept (the most recent
 _BELOW_STATES = 64  # states below a state whose exits are shared by the automaton below it (_TerminalTokens._below)
 _BELOW_KEPT = 256  # such exits kept per vocabulary (the most recently used)
 _DONORS_TRIED = 8  # per terminal, the most recent states tried as donors (see _TerminalTokens._donor)
+_FEW_LIVE = 4  # lexer states with at most this many terminals alive may be walked whole (GrammarIndex._walked_whole)
 _FEW_IDS = 2048  # token sets up to this size are packed word by word, larger ones through a bool per token
 # Token sets larger than this are read in one pass over the trie (~1 ms on Llama 3), not one by one (~25 ns a token).
 _TRIE_WALKED = 40_000
@@ -324,13 +328,40 @@ class GrammarIndex:
         terminals, shape = self._lexer_shape(q, ctx)
         hit = self._shared_walks.get(shape)
         if hit is None:
-            components = self.lexer.components[q]
-            walk = self._combine(q, ctx, live, [self._terminal(k).exits(int(components[k]), self) for k in live])
+            if self._shared_first_bytes(q, live) > _TRIE_WALKED:
+                walk = self._walked_whole(q, ctx)
+            else:
+                components = self.lexer.components[q]
+                walk = self._combine(q, ctx, live, [self._terminal(k).exits(int(components[k]), self) for k in live])
             place = {k: j for j, k in enumerate(terminals)}  # a terminal's place in the shape
             hit = (walk.inside, walk.zero_bits, place.get(walk.zero_term, -1), {place[k]: g for k, g in walk.later.items()})
             self._shared_walks.put(shape, hit, _nbytes(walk.inside, walk.later.values()))
         inside, zero_bits, zero, later = hit
         return _Walk(inside, terminals[zero] if zero >= 0 else -1, zero_bits, {terminals[j]: g for j, g in later.items()})
+
+    def _shared_first_bytes(self, q: int, live: list) -> int:
+        """How many tokens start with a byte that enters several of the terminals
+        ``live`` at lexer state q; 0 past _FEW_LIVE terminals (literals, mostly,
+        whose exits are cheap and few tokens share)."""
+        if len(live) > _FEW_LIVE:
+            return 0
+        components, dfas = self.lexer.components[q], self.lexer.dfas
+        entered = sum((dfas[k].transitions[components[k]] >= 0).view(np.uint8) for k in live)
+        return int(self.first_byte_counts[entered > 1].sum())
+
+    def _walked_whole(self, q: int, ctx) -> _Walk:
+        """The ``_Walk`` from lexer state q, from one pass over the trie through
+        the lexer's automaton. Where most tokens' first bytes enter several
+        terminals (a long string's chunk and tail), ``_combine`` would walk most
+        of the vocabulary three times: for each terminal's exits, then through
+        the lexer for the tokens they share."""
+        off, state = self._trie_pass(q, ctx.alive_lark, self.lexer.trans)
+        inside = self._pack_bools(self.usable & (off < 0) & ctx.alive_valid[state])
+        leaving = np.flatnonzero(self.usable & (off > 0))
+        later = self._by_terminal(leaving, off[leaving], ctx.choice[state[leaving]])
+        zero_term = int(ctx.choice[q])
+        first_out = self.starting_with(~ctx.alive_lark[self.lexer.trans[q]])
+        return _Walk(inside, zero_term, first_out if zero_term >= 0 else None, later)
 
     def _combine(self, q: int, ctx, live: list, exits: list) -> _Walk:
         """The ``_Walk`` from a lexer state where several terminals are alive,
@@ -472,10 +503,17 @@ class GrammarIndex:
         trans = self.lexer.trans if trans is None else trans
         if len(tok) <= _TRIE_WALKED:
             return self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, alive, trans)[2:]
-        trie = self.vocab.trie
-        off, before = trie_exits(trie.parent, trie.byte, trie.level_start, trie.token_node, trans, q, alive)
+        off, before = self._trie_pass(q, alive, trans)
         tok = tok[off[tok] >= 0]
         return tok, off[tok], before[tok]
+
+    def _trie_pass(self, q: int, alive, trans):
+        """Per token, (the offset of the byte that leaves where ``alive`` turns
+        false, -1 where none does; the state before it, or after the token where
+        none does, -1 for a token without bytes), read from q in one pass over
+        the trie (``walks.trie_exits``)."""
+        trie = self.vocab.trie
+        return trie_exits(trie.parent, trie.byte, trie.level_start, trie.token_node, trans, q, alive)
 
     def _by_terminal(self, tok, off, term) -> dict:
         """{terminal: _Group} for tokens leaving a lexeme emitted as ``term`` (-1: dropped)."""

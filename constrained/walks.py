@@ -104,7 +104,8 @@ def trie_row(parent, byte, token_node, trans, s):
 def trie_exits(parent, byte, level_start, token_node, trans, q, alive):
     """Per token, where reading its bytes from state q first leads to a state
     ``alive`` does not hold: (the offset of that byte, -1 where none does or the
-    token has no bytes; the state before it), from one pass over the trie's
+    token has no bytes; the state before it, or where none does, the state
+    after the token, -1 where it has no bytes), from one pass over the trie's
     nodes breadth first, as ``trie_row``. For many tokens at once: a walk down
     the trie below the live nodes (``narrow_walk``) costs more per node once it
     reaches a good part of the trie."""
@@ -123,10 +124,10 @@ def trie_exits(parent, byte, level_start, token_node, trans, q, alive):
             else:
                 left_at[i], state[i] = d, s
     off = np.full(len(token_node), -1, np.int64)
-    before = np.zeros(len(token_node), np.int64)
+    before = np.full(len(token_node), -1, np.int64)
     for t in range(len(token_node)):
         node = token_node[t]
-        if node >= 0 and left_at[node] >= 0:
+        if node >= 0:
             off[t], before[t] = left_at[node], state[node]
     return off, before
 

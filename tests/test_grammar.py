@@ -802,6 +802,42 @@ def test_tokens_leaving_read_off_the_trie_agree_with_walking(tokenizers, monkeyp
     assert max(len(group) for group in by_token) > 1000
 
 
+def test_states_walked_whole_agree_with_each_terminals_exits(tokenizers, monkeypatch):
+    """Where most tokens' first bytes enter several terminals (a long string's
+    chunk and tail), the walk from a lexer state is read off one pass over the
+    trie through the lexer (GrammarIndex._walked_whole) instead of combining
+    each terminal's exits: the same tokens stay inside, leave at their first
+    byte, or go on after the same terminal from the same byte."""
+    import constrained.grammar_index as gi
+
+    tokenizer = tokenizers("llama3")
+    seen = []
+    inner = gi.GrammarIndex._combined
+    monkeypatch.setattr(gi.GrammarIndex, "_combined",
+                        lambda index, q, ctx, live: seen.append((index, q, ctx, live)) or inner(index, q, ctx, live))
+    schema = constrained.json_schema({"type": "object", "properties": {
+        "note": {"type": "string", "maxLength": 1000}, "code": {"type": "string", "minLength": 20, "maxLength": 70}}})
+    text = "Quick brown foxes \\u00e9t\u00e9 " * 3
+    assert feed_text(schema.matcher(tokenizer), tokenizer, json.dumps({"note": text, "code": text[:69]}))
+    whole = 0
+    for index, q, ctx, live in seen:
+        if index._shared_first_bytes(q, live) <= gi._TRIE_WALKED:
+            continue
+        whole += 1
+        walked = index._walked_whole(q, ctx)
+        components = index.lexer.components[q]
+        combined = index._combine(q, ctx, live, [index._terminal(k).exits(int(components[k]), index) for k in live])
+        assert np.array_equal(walked.inside, combined.inside)
+        assert walked.zero_term == combined.zero_term
+        if walked.zero_term >= 0:
+            assert np.array_equal(walked.zero_bits, combined.zero_bits)
+        assert walked.later.keys() == combined.later.keys()
+        for k, group in walked.later.items():
+            other = combined.later[k]
+            assert sorted(zip(group.tok.tolist(), group.off.tolist())) == sorted(zip(other.tok.tolist(), other.off.tolist()))
+    assert whole >= 5
+
+
 def test_token_rows_of_large_terminals(tokenizers):
     """A large terminal's row (its state after each token, from one state,
     walks.trie_row) is what its DFA reads byte by byte: a counted string, a
