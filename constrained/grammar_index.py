@@ -21,11 +21,12 @@ Tokens that leave the lexeme are then followed from the parser
 stack, lexeme after lexeme, in groups by the terminal emitted (only the tokens
 whose next byte some terminal lets in enter the next lexeme: a few percent of a
 group, usually); the walk of a group through a lexeme is remembered under the
-group, the lexeme's start state and its context, and a group that several
-contexts meet is traced once with every terminal alive, each context reading its
-walk off the trace. A whole mask, and each group's way through the lexemes after
-one, is remembered under the top states of the stack it read (lalr.SuffixMemo),
-so the same situation at another nesting depth costs a dictionary lookup.
+group, the lexeme's start state and its context, and a group that more than
+two contexts meet is traced once with every terminal alive, the next contexts
+reading their walks off the trace. A whole mask, and each group's way through
+the lexemes after one, is remembered under the top states of the stack it read
+(lalr.SuffixMemo), so the same situation at another nesting depth costs a
+dictionary lookup.
 """
 
 import functools
@@ -48,6 +49,7 @@ _MASK_CACHE = 50_000  # masks kept per grammar and vocabulary, keyed by stack su
 _FOLLOW_CACHE = 50_000  # groups followed through the lexemes after them, keyed likewise
 _WALK_CACHE = 2_000  # token walks from a lexer state kept per grammar and vocabulary
 _NODE_CACHE = 50_000  # walks of tokens that crossed into a new lexeme, kept likewise
+_WALKS_UNTRACED = 2  # contexts that walk a group from a lexer state before the next ones trace it
 _TRACE_STATES = 8_000_000  # paths and tokens kept in traces (see _Trace) per grammar and vocabulary, ~20 bytes each
 _SHARED_BYTES = 128 << 20  # walks shared across grammars (GrammarIndex._lexer_shape), per vocabulary
 _TABLES_ON_DISK = 1 << 30  # bytes of terminal tables kept in the cache directory (the least recently used go)
@@ -144,7 +146,7 @@ class GrammarIndex:
         self.words = (vocab.size + 31) // 32
         self._walks: dict = {}
         self._nodes: dict = {}
-        self._walked: set = set()  # (group, state) walked in one context so far
+        self._walked: dict = {}  # (group, state): the contexts that walked it so far (see _lexeme_walk)
         self._traces = _Recent(_TRACE_STATES)
         self._nothing = np.zeros(self.words, dtype=np.uint32)
         self._canon: dict = {}
@@ -451,15 +453,17 @@ class GrammarIndex:
         return node
 
     def _lexeme_walk(self, group: _Group, q: int, ctx) -> tuple:
-        """``_lexeme``'s answer, computed: a group a second context meets is traced
-        (``_Trace``) rather than walked again; one met once is just walked (a
-        trace costs a few walks)."""
-        if (group.id, q) in self._walked:  # another context walks it again: trace it once for all
+        """``_lexeme``'s answer, computed: a group that more than _WALKS_UNTRACED
+        contexts meet is traced (``_Trace``) rather than walked again; the
+        first ones just walk it (a trace costs a few walks, and most groups
+        meet one or two)."""
+        walked = self._walked.get((group.id, q), 0)
+        if walked >= _WALKS_UNTRACED:  # trace it once for all the contexts to come
             accepted, b_tok, b_off, b_state = self._read(self._trace(group, q), ctx)
         else:
             if len(self._walked) >= _NODE_CACHE:
                 self._walked.clear()
-            self._walked.add((group.id, q))
+            self._walked[(group.id, q)] = walked + 1
             ended, end_state, b_tok, b_off, b_state = self._walk(*self._entering(group, q), q, ctx.alive_lark)
             accepted = ended[ctx.alive_valid[end_state]]
         return accepted, self._by_terminal(b_tok, b_off, ctx.choice[b_state])
