@@ -334,15 +334,8 @@ class Lexer:
         return ctx
 
     def _new_context(self, acceptable, valid) -> LexContext:
-        n_terms = self.alive.shape[1]
-        in_lark = np.zeros(n_terms, dtype=bool)
-        in_lark[list(acceptable)] = True
-        in_valid = np.zeros(n_terms, dtype=bool)
-        in_valid[list(valid)] = True
-        in_lark_or_none, in_valid_or_none = np.append(in_lark, False), np.append(in_valid, False)  # [-1]: none
-        alive_lark, alive_valid = in_lark_or_none[self._sole], in_valid_or_none[self._sole]
-        alive_lark[self._several] = _any_common(self._several_words, _words(in_lark[None]))
-        alive_valid[self._several] = _any_common(self._several_words, _words(in_valid[None]))
+        in_lark, alive_lark = self._alive_in(acceptable)
+        in_valid, alive_valid = (in_lark, alive_lark) if valid == acceptable else self._alive_in(valid)  # (most are)
         choice = np.full(self.n_states + 1, -1, dtype=np.int64)
         sole = self._sole[self._completing_sole]
         choice[self._completing_sole] = np.where(in_lark[sole] & in_valid[sole], sole, -1)
@@ -350,6 +343,14 @@ class Lexer:
         first = self.choice_order[np.maximum(at, 0)]
         choice[self._completing_several] = np.where((at >= 0) & in_valid[first], first, -1)
         return LexContext(len(self._contexts), in_lark, in_valid, alive_lark, alive_valid, choice)
+
+    def _alive_in(self, terminals):
+        """(per terminal, whether it is in ``terminals``; per state, whether one of them is alive there)."""
+        member = np.zeros(self.alive.shape[1] + 1, dtype=bool)  # [-1]: none
+        member[list(terminals)] = True
+        alive = member[self._sole]
+        alive[self._several] = _any_common(self._several_words, _words(member[None, :-1]))
+        return member[:-1], alive
 
     def check_lark_agrees(self, starts: dict, names, is_str, priority) -> None:
         """Refuse terminals that lark's lexer would split differently from the
