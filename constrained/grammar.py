@@ -334,7 +334,7 @@ class _Language:
         self.acceptable = acceptable  # per parser state (see _acceptable)
         self._starts = {state: lexer.start(terms) for state, terms in acceptable.items()}
         self._contexts = SuffixMemo(_CONTEXT_CACHE)
-        self._last_context = (None, 0, None)  # (stack, depth read, context): the last one asked for
+        self._last_context = (None, 0, None)  # (stack, depth read, its answer): the last stack asked for
 
     def start(self) -> tuple:
         stack = self.parser.start_stack()
@@ -349,9 +349,9 @@ class _Language:
         if last[0] is stack:  # a step asks again for the stack it just asked for (half the calls)
             parser.read(stack, last[1])
             return last[2]
-        hit = self._contexts.get(0, stack)
-        if hit is not None:
-            parser.read(stack, hit[0])
+        found = self._contexts.get(0, stack)
+        if found is not None:
+            parser.read(stack, found[0])
         else:
             with parser.reading(stack) as depth:
                 acceptable = self.acceptable[stack[-1]]
@@ -359,10 +359,10 @@ class _Language:
                 valid = frozenset(k for k in acceptable  # (a shift never fails: only reductions need feeding)
                                   if ignored[k] or actions[k][0] or parser.feed(stack, k) is not None)
                 value = (self.lexer.context(acceptable, valid), parser.feed(stack, END) is not None)
-                hit = depth(), value
-                self._contexts.put(0, stack, *hit)
-        self._last_context = (stack, *hit)
-        return hit[1]
+                found = depth(), value
+                self._contexts.put(0, stack, *found)
+        self._last_context = (stack, *found)
+        return found[1]
 
     def after(self, stack: tuple, term: int):
         """(fresh lexer state, stack) once the lexeme is emitted as ``term`` (stack

@@ -21,12 +21,12 @@ Tokens that leave the lexeme are then followed from the parser
 stack, lexeme after lexeme, in groups by the terminal emitted (only the tokens
 whose next byte some terminal lets in enter the next lexeme: a few percent of a
 group, usually); the walk of a group through a lexeme is remembered under the
-group, the lexeme's start state and its context, and a group that more than
-two contexts meet is traced once with every terminal alive, the next contexts
-reading their walks off the trace. A whole mask, and each group's way through
-the lexemes after one, is remembered under the top states of the stack it read
-(lalr.SuffixMemo), so the same situation at another nesting depth costs a
-dictionary lookup.
+group, the lexeme's start state and its context, and a group that several
+contexts meet is traced once with every terminal alive (from the third, see
+``_lexeme_walk``), the next contexts reading their walks off the trace. A whole
+mask, and each group's way through the lexemes after one, is remembered under
+the top states of the stack it read (lalr.SuffixMemo), so the same situation at
+another nesting depth costs a dictionary lookup.
 """
 
 import functools
@@ -146,7 +146,7 @@ class GrammarIndex:
         self.words = (vocab.size + 31) // 32
         self._walks: dict = {}
         self._nodes: dict = {}
-        self._walked: dict = {}  # (group, state): the contexts that walked it so far (see _lexeme_walk)
+        self._walked: dict = {}  # (group, state): how many contexts walked it so far (see _lexeme_walk)
         self._traces = _Recent(_TRACE_STATES)
         self._nothing = np.zeros(self.words, dtype=np.uint32)
         self._canon: dict = {}
@@ -330,7 +330,7 @@ class GrammarIndex:
         terminals, shape = self._lexer_shape(q, ctx)
         hit = self._shared_walks.get(shape)
         if hit is None:
-            if self._shared_first_bytes(q, live) > _TRIE_WALKED:
+            if self._shared_first_bytes(q, live) > _TRIE_WALKED:  # _combine would pass over the trie for those too
                 walk = self._walked_whole(q, ctx)
             else:
                 components = self.lexer.components[q]
@@ -354,9 +354,11 @@ class GrammarIndex:
     def _walked_whole(self, q: int, ctx) -> _Walk:
         """The ``_Walk`` from lexer state q, from one pass over the trie through
         the lexer's automaton. Where most tokens' first bytes enter several
-        terminals (a long string's chunk and tail), ``_combine`` would walk most
-        of the vocabulary three times: for each terminal's exits, then through
-        the lexer for the tokens they share."""
+        terminals (a long string's chunk and tail), ``_combine`` would, on a
+        first visit, pass over most of the vocabulary once per terminal for its
+        exits, then once through the lexer for the tokens they share. (The
+        groups are new ones, in token order: a terminal that decides its own
+        group there does not pass on the group, and the id, of its exits.)"""
         off, state = self._trie_pass(q, ctx.alive_lark, self.lexer.trans)
         inside = self._pack_bools(self.usable & (off < 0) & ctx.alive_valid[state])
         leaving = np.flatnonzero(self.usable & (off > 0))
@@ -457,13 +459,13 @@ class GrammarIndex:
         contexts meet is traced (``_Trace``) rather than walked again; the
         first ones just walk it (a trace costs a few walks, and most groups
         meet one or two)."""
-        walked = self._walked.get((group.id, q), 0)
-        if walked >= _WALKS_UNTRACED:  # trace it once for all the contexts to come
+        times_walked = self._walked.get((group.id, q), 0)
+        if times_walked >= _WALKS_UNTRACED:  # trace it once for all the contexts to come
             accepted, b_tok, b_off, b_state = self._read(self._trace(group, q), ctx)
         else:
             if len(self._walked) >= _NODE_CACHE:
                 self._walked.clear()
-            self._walked[(group.id, q)] = walked + 1
+            self._walked[(group.id, q)] = times_walked + 1
             ended, end_state, b_tok, b_off, b_state = self._walk(*self._entering(group, q), q, ctx.alive_lark)
             accepted = ended[ctx.alive_valid[end_state]]
         return accepted, self._by_terminal(b_tok, b_off, ctx.choice[b_state])

@@ -772,6 +772,30 @@ def test_lexer_contexts_match_their_definition(tokenizers):
     assert len(lexer._contexts) > 3
 
 
+def test_a_stack_asked_for_again_reads_as_deep(tokenizers):
+    """A parser stack's lexer context, asked for again, is the last answer
+    (_Language.context keeps it): it records the same depth read as the stored
+    answer (masks are remembered under the stack's top states they read), and
+    its valid terminals are those the parser shifts when fed one by one."""
+    tok = tokenizers("llama3")
+    g = constrained.grammar(GRAMMARS / "json.lark")
+    matcher = g.matcher(tok)
+    assert feed_text(matcher, tok, '{"a": [1, {"b": [true, null, [2.5]]}], "c": {"d": "e"}}')
+    language, parser = g.language, g.language.parser
+    deep = 0
+    for stack in {state[1] for state in matcher._states if state is not None}:
+        ctx = language.context(stack)[0]
+        stored = language._contexts.get(0, stack)[0]
+        with parser.reading(stack) as depth:
+            assert language.context(stack)[0] is ctx
+            assert depth() == stored
+        deep += stored > 1
+        shifted = {k for k in language.acceptable[stack[-1]]
+                   if language.lexer.ignored[k] or parser.feed(stack, k) is not None}
+        assert set(np.flatnonzero(ctx.valid).tolist()) == shifted
+    assert deep >= 3
+
+
 def test_tokens_leaving_read_off_the_trie_agree_with_walking(tokenizers, monkeypatch):
     """Large sets of tokens are read through the lexer (and through a
     terminal's DFA for its exits) in one pass over the trie rather than token
@@ -802,6 +826,17 @@ def test_tokens_leaving_read_off_the_trie_agree_with_walking(tokenizers, monkeyp
     assert max(len(group) for group in by_token) > 1000
 
 
+def _content(group) -> list:
+    """A group's (token, offset) pairs, whatever their order (which a group's id follows)."""
+    return sorted(zip(group.tok.tolist(), group.off.tolist()))
+
+
+def _combined_from_exits(index, q, ctx, live):
+    """The walk from lexer state q that combines each live terminal's exits (GrammarIndex._combine)."""
+    components = index.lexer.components[q]
+    return index._combine(q, ctx, live, [index._terminal(k).exits(int(components[k]), index) for k in live])
+
+
 def test_states_walked_whole_agree_with_each_terminals_exits(tokenizers, monkeypatch):
     """Where most tokens' first bytes enter several terminals (a long string's
     chunk and tail), the walk from a lexer state is read off one pass over the
@@ -811,31 +846,31 @@ def test_states_walked_whole_agree_with_each_terminals_exits(tokenizers, monkeyp
     import constrained.grammar_index as gi
 
     tokenizer = tokenizers("llama3")
-    seen = []
-    inner = gi.GrammarIndex._combined
+    seen, walked_whole = [], []
+    combined, whole = gi.GrammarIndex._combined, gi.GrammarIndex._walked_whole
     monkeypatch.setattr(gi.GrammarIndex, "_combined",
-                        lambda index, q, ctx, live: seen.append((index, q, ctx, live)) or inner(index, q, ctx, live))
+                        lambda index, q, ctx, live: seen.append((index, q, ctx, live)) or combined(index, q, ctx, live))
+    monkeypatch.setattr(gi.GrammarIndex, "_walked_whole",
+                        lambda index, q, ctx: walked_whole.append(q) or whole(index, q, ctx))
     schema = constrained.json_schema({"type": "object", "properties": {
         "note": {"type": "string", "maxLength": 1000}, "code": {"type": "string", "minLength": 20, "maxLength": 70}}})
     text = "Quick brown foxes \\u00e9t\u00e9 " * 3
     assert feed_text(schema.matcher(tokenizer), tokenizer, json.dumps({"note": text, "code": text[:69]}))
-    whole = 0
+    assert len(walked_whole) >= 5  # the masks were made so
+    compared = 0
     for index, q, ctx, live in seen:
         if index._shared_first_bytes(q, live) <= gi._TRIE_WALKED:
             continue
-        whole += 1
-        walked = index._walked_whole(q, ctx)
-        components = index.lexer.components[q]
-        combined = index._combine(q, ctx, live, [index._terminal(k).exits(int(components[k]), index) for k in live])
+        compared += 1
+        walked, combined = whole(index, q, ctx), _combined_from_exits(index, q, ctx, live)
         assert np.array_equal(walked.inside, combined.inside)
         assert walked.zero_term == combined.zero_term
         if walked.zero_term >= 0:
             assert np.array_equal(walked.zero_bits, combined.zero_bits)
         assert walked.later.keys() == combined.later.keys()
         for k, group in walked.later.items():
-            other = combined.later[k]
-            assert sorted(zip(group.tok.tolist(), group.off.tolist())) == sorted(zip(other.tok.tolist(), other.off.tolist()))
-    assert whole >= 5
+            assert _content(group) == _content(combined.later[k])
+    assert compared >= len(set(walked_whole))
 
 
 def test_token_rows_of_large_terminals(tokenizers):
@@ -954,10 +989,10 @@ def test_grammars_share_walks_from_the_same_terminals(tokenizers, monkeypatch):
              "required": ["zz"], "additionalProperties": False}
     second = {"type": "object", "properties": {"name": text, "names": text}, "additionalProperties": False}
     calls = []
-    for method in ("_combine", "_lexeme_walk"):  # count the walks computed
-        inner = getattr(gi.GrammarIndex, method)
+    for method, kind in (("_combine", "_combine"), ("_walked_whole", "_combine"), ("_lexeme_walk", "_lexeme_walk")):
+        inner = getattr(gi.GrammarIndex, method)  # count the walks computed, of each kind
         monkeypatch.setattr(gi.GrammarIndex, method, functools.partialmethod(
-            lambda index, *args, inner=inner, method=method: calls.append(method) or inner(index, *args)))
+            lambda index, *args, inner=inner, kind=kind: calls.append(kind) or inner(index, *args)))
 
     def walks(schema, document, combined=gi.GrammarIndex._combined, lexeme=gi.GrammarIndex._lexeme):
         """Each walk on the way through ``document`` (named), and each mask."""
@@ -972,22 +1007,18 @@ def test_grammars_share_walks_from_the_same_terminals(tokenizers, monkeypatch):
                 inside, later = walk_or_node.inside.tobytes(), walk_or_node.later
             else:
                 inside, later = sorted(walk_or_node[0].tolist()), walk_or_node[1]
-            return {names[k]: sorted(zip(g.tok.tolist(), g.off.tolist())) for k, g in later.items()}, inside, start
+            return {names[k]: _content(g) for k, g in later.items()}, inside, start
         monkeypatch.setattr(gi.GrammarIndex, "_combined", lambda index, q, ctx, live: found.append(
             named(index, walk := combined(index, q, ctx, live), index.lexer.components[q, live].tolist())) or walk)
         monkeypatch.setattr(gi.GrammarIndex, "_lexeme", lambda index, key, group, q, ctx: found.append(
-            named(index, node := lexeme(index, key, group, q, ctx), sorted(zip(group.tok.tolist(), group.off.tolist())))) \
-            or node)
+            named(index, node := lexeme(index, key, group, q, ctx), _content(group))) or node)
         matcher = constrained.json_schema(schema).matcher(tokenizer)
         for token in encode_exact(tokenizer, json.dumps(document)):
             found.append(matcher.mask().tobytes())
             matcher.advance(token)
         return found
 
-    def combine(index, q, ctx, live):
-        return index._combine(q, ctx, live, [index._terminal(k).exits(int(index.lexer.components[q, k]), index) for k in live])
-
-    alone = walks(second, {"name": "bob"}, combine,
+    alone = walks(second, {"name": "bob"}, _combined_from_exits,
                   lambda index, key, group, q, ctx: index._lexeme_walk(group, q, ctx))  # computed, not shared
     computed_alone, calls[:] = sorted(calls), []
     monkeypatch.setattr(gi, "_SHARED", weakref.WeakKeyDictionary())
