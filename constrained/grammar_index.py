@@ -333,8 +333,7 @@ class GrammarIndex:
             if self._shared_first_bytes(q, live) > _TRIE_WALKED:  # _combine would pass over the trie for those too
                 walk = self._walked_whole(q, ctx)
             else:
-                components = self.lexer.components[q]
-                walk = self._combine(q, ctx, live, [self._terminal(k).exits(int(components[k]), self) for k in live])
+                walk = self._combine(q, ctx, live)
             place = {k: j for j, k in enumerate(terminals)}  # a terminal's place in the shape
             hit = (walk.inside, walk.zero_bits, place.get(walk.zero_term, -1), {place[k]: g for k, g in walk.later.items()})
             self._shared_walks.put(shape, hit, _nbytes(walk.inside, walk.later.values()))
@@ -367,13 +366,15 @@ class GrammarIndex:
         first_out = self.starting_with(~ctx.alive_lark[self.lexer.trans[q]])
         return _Walk(inside, zero_term, first_out if zero_term >= 0 else None, later)
 
-    def _combine(self, q: int, ctx, live: list, exits: list) -> _Walk:
+    def _combine(self, q: int, ctx, live: list) -> _Walk:
         """The ``_Walk`` from a lexer state where several terminals are alive,
-        from each one's ``exits``: a token stays inside the lexeme if it stays
+        from each one's exits: a token stays inside the lexeme if it stays
         inside one of them, leaves at its first byte if all of them die there, and
         can leave later only if it completes one of them. Where that one is the
         only terminal its first byte enters (whitespace before a word), it decides
         alone; the few others are walked through the product automaton."""
+        components = self.lexer.components[q]
+        exits = [self._terminal(k).exits(int(components[k]), self) for k in live]
         stay_rows = np.array([e[0] for e in exits])
         stays = np.bitwise_or.reduce(stay_rows)
         valid = ctx.valid[live]
@@ -835,6 +836,7 @@ class _TerminalTokens:
         self.accepting = accepting
         self._exits: OrderedDict = OrderedDict()
         self._like: dict = {}  # state: (its donor, the first bytes on which they agree), see _donor
+        self._shared_below = _BELOW.setdefault(vocab, _Recent(_BELOW_KEPT))  # see _below
 
     @functools.cached_property
     def entry(self) -> np.ndarray:
@@ -928,8 +930,7 @@ class _TerminalTokens:
         where another state in any terminal has the same automaton below it,
         that state's (``_below``)."""
         key = self._below(s)
-        same = _BELOW.setdefault(self.vocab, _Recent(_BELOW_KEPT))
-        found = same.get(key) if key is not None else None
+        found = self._shared_below.get(key) if key is not None else None
         if found is not None:
             return found
         entering = index.starting_with(alive_bytes)
@@ -939,7 +940,7 @@ class _TerminalTokens:
         complete = self.accepting[b_state]
         found = stays, _group(b_tok[complete], b_off[complete])
         if key is not None:
-            same.put(key, found, 1)
+            self._shared_below.put(key, found, 1)
         return found
 
     def _below(self, s: int):

@@ -831,12 +831,6 @@ def _content(group) -> list:
     return sorted(zip(group.tok.tolist(), group.off.tolist()))
 
 
-def _combined_from_exits(index, q, ctx, live):
-    """The walk from lexer state q that combines each live terminal's exits (GrammarIndex._combine)."""
-    components = index.lexer.components[q]
-    return index._combine(q, ctx, live, [index._terminal(k).exits(int(components[k]), index) for k in live])
-
-
 def test_states_walked_whole_agree_with_each_terminals_exits(tokenizers, monkeypatch):
     """Where most tokens' first bytes enter several terminals (a long string's
     chunk and tail), the walk from a lexer state is read off one pass over the
@@ -862,7 +856,7 @@ def test_states_walked_whole_agree_with_each_terminals_exits(tokenizers, monkeyp
         if index._shared_first_bytes(q, live) <= gi._TRIE_WALKED:
             continue
         compared += 1
-        walked, combined = whole(index, q, ctx), _combined_from_exits(index, q, ctx, live)
+        walked, combined = whole(index, q, ctx), index._combine(q, ctx, live)
         assert np.array_equal(walked.inside, combined.inside)
         assert walked.zero_term == combined.zero_term
         if walked.zero_term >= 0:
@@ -1018,7 +1012,7 @@ def test_grammars_share_walks_from_the_same_terminals(tokenizers, monkeypatch):
             matcher.advance(token)
         return found
 
-    alone = walks(second, {"name": "bob"}, _combined_from_exits,
+    alone = walks(second, {"name": "bob"}, gi.GrammarIndex._combine,
                   lambda index, key, group, q, ctx: index._lexeme_walk(group, q, ctx))  # computed, not shared
     computed_alone, calls[:] = sorted(calls), []
     monkeypatch.setattr(gi, "_SHARED", weakref.WeakKeyDictionary())
