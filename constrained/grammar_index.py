@@ -591,7 +591,6 @@ def _build_vocabulary_tables(vocab: Vocabulary) -> None:
     vocab.trie.subtrees, vocab.trie.tokens_by_node  # cached properties
     vocab.fingerprint  # names stored terminal tables
     _bytes_before_last(vocab)
-    _byte_sets(vocab)
 
 
 _TOKEN_BYTES: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDictionary()
@@ -771,39 +770,21 @@ def _narrow(dfa: DFA) -> bool:
     return int((dfa.transitions >= 0).sum(axis=1).max()) <= _NARROW_BYTES
 
 
-_BYTE_SETS: "weakref.WeakKeyDictionary[Vocabulary, np.ndarray]" = weakref.WeakKeyDictionary()
-
-
 _WITHIN: "weakref.WeakKeyDictionary[Vocabulary, dict]" = weakref.WeakKeyDictionary()
 
 
 def _tokens_within(alphabet: np.ndarray, vocab: Vocabulary) -> int:
-    """How many tokens use only bytes of ``alphabet`` (256 bools); kept per
+    """How many tokens with bytes use only bytes of ``alphabet`` (256 bools):
+    a pass over the trie with one state that the other bytes kill. Kept per
     alphabet, which many terminals share (every byte but a quote ...)."""
-    packed = np.packbits(alphabet, bitorder="little")
     counts = _WITHIN.setdefault(vocab, {})
-    key = packed.tobytes()
+    key = np.packbits(alphabet).tobytes()
     if key not in counts:
-        counts[key] = int(((_byte_sets(vocab) & ~packed.view(np.uint64)) == 0).all(axis=1).sum())
-    return counts[key]
-
-
-def _byte_sets(vocab: Vocabulary) -> np.ndarray:
-    """Per token, the bytes it uses, as four 64-bit words."""
-    sets = _BYTE_SETS.get(vocab)
-    if sets is None:  # its trie node's path, a level at a time
+        trans = np.ones((2, 256), dtype=np.int32)  # state 1: dead
+        trans[0, alphabet] = 0
         trie = vocab.trie
-        byte = np.arange(256)
-        one = np.zeros((256, 4), dtype=np.uint64)
-        one[byte, byte >> 6] = np.uint64(1) << (byte & 63).astype(np.uint64)
-        on_path = np.zeros((trie.n_nodes + 1, 4), dtype=np.uint64)  # the last row: tokens without bytes
-        bounds = trie.level_start.tolist()
-        for a, b in zip(bounds, bounds[1:]):
-            on_path[a:b] = one[trie.byte[a:b]]
-            if a != bounds[0]:
-                on_path[a:b] |= on_path[trie.parent[a:b]]
-        sets = _BYTE_SETS[vocab] = on_path[trie.token_node]
-    return sets
+        counts[key] = int((trie_row(trie.parent, trie.byte, trie.token_node, trans, 0) >= 0).sum())
+    return counts[key]
 
 
 class _TerminalTokens:

@@ -22,6 +22,7 @@ import numpy as np
 from .dfa import DFA, byte_classes
 from .errors import ConstrainedError
 from .vocab import Vocabulary
+from .walks import trie_table
 
 FINISHED = -2  # the state after EOS: only EOS may follow
 EAGER_MASK_WORK = 40_000_000  # build all masks up front when (live tokens x distinct masks) stays under this
@@ -128,49 +129,13 @@ def _first_seen_ids(rows: np.ndarray) -> np.ndarray:
 
 def walk_trie(dfa: DFA, trie) -> tuple[np.ndarray, np.ndarray]:
     """(token_group, group_next): each token's group (-1 when it is dead in every
-    state) and each group's row of next states (-1 dead)."""
+    state) and each group's row of next states (-1 dead), by ``walks.trie_table``."""
     n_states = dfa.n_states
-    sink = n_states
     table = np.vstack([dfa.transitions, np.full((1, 256), -1, dtype=np.int32)])
-    table[table < 0] = sink
+    table[table < 0] = n_states  # the sink
     byte_class, columns = byte_classes(table)
-    columns = columns.astype(np.int32)
-    n_classes = columns.shape[1]
-    byte_class = byte_class.astype(np.int32)
-
-    kept_nodes, kept_groups, rows = [], [], []
-    n_groups = 0
-    # The root's children, from the root's "group": every state leads to itself.
-    parent_rows = np.arange(n_states, dtype=np.int32)[None, :]
-    children = np.arange(trie.level_start[0], trie.level_start[1])
-    parent_group = np.zeros(len(children), dtype=np.int32)
-    while len(children):
-        keys = parent_group * n_classes + byte_class[trie.byte[children]]
-        # Dense renumbering of the (parent group, class) keys; cheaper than a sort.
-        present = np.zeros(len(parent_rows) * n_classes, dtype=bool)
-        present[keys] = True
-        unique_keys = np.flatnonzero(present)
-        new_rows = columns[parent_rows[unique_keys // n_classes], (unique_keys % n_classes)[:, None]]
-        alive = (new_rows != sink).any(axis=1)
-        local_of_key = np.full(len(present), -1, dtype=np.int32)
-        local_of_key[unique_keys[alive]] = np.arange(int(alive.sum()), dtype=np.int32)
-        local = local_of_key[keys]
-        kept = local >= 0
-        alive_nodes = children[kept]
-        kept_nodes.append(alive_nodes)
-        kept_groups.append(local[kept] + n_groups)
-        parent_rows = new_rows[alive]
-        rows.append(parent_rows)
-        n_groups += len(parent_rows)
-        children, counts = trie.children(alive_nodes)  # the next level
-        parent_group = np.repeat(local[kept], counts)
-
-    group_next = np.vstack(rows)
-    group_next[group_next == sink] = -1
+    token_group, group_next = trie_table(trie.child_start, trie.byte, trie.level_start, trie.token_node,
+                                         columns.astype(np.int32), byte_class.astype(np.int32))
     if n_states < 2**15:  # the table is groups x states: halve it when states fit
         group_next = group_next.astype(np.int16)
-    # Each kept node's tokens get its group (a node usually spells one token).
-    tokens, counts = trie.tokens_at(np.concatenate(kept_nodes))
-    token_group = np.full(len(trie.token_node), -1, dtype=np.int32)
-    token_group[tokens] = np.repeat(np.concatenate(kept_groups), counts)
     return token_group, group_next

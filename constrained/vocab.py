@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .dfa import ranges
 from .errors import ConstrainedError
 from .models import cache_dir
 
@@ -190,17 +189,6 @@ class Trie:
         spelled = np.flatnonzero(self.token_node >= 0)
         tokens = spelled[np.argsort(self.token_node[spelled], kind="stable")]
         return tokens, np.searchsorted(self.token_node[tokens], np.arange(self.n_nodes + 1)).astype(np.int64)
-
-    def children(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(the children of ``nodes``, in order; how many each node has)."""
-        counts = self.child_start[nodes + 1] - self.child_start[nodes]
-        return ranges(self.child_start[nodes], counts), counts
-
-    def tokens_at(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(the tokens spelled at ``nodes``, in order; how many at each node)."""
-        tokens, starts = self.tokens_by_node
-        counts = starts[nodes + 1] - starts[nodes]
-        return tokens[ranges(starts[nodes], counts)], counts
 
     @cached_property
     def subtrees(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

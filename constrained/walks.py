@@ -2,8 +2,9 @@
 of tokens walked through a lexeme (``token_walk``), or traced once for every
 context (``trace_tokens``) and read off by each (``trace_read``); the trie
 walked below the nodes a state keeps alive (``narrow_walk``), or whole, for
-where every token leaves a state (``trie_exits``) or a large terminal's state
-after every token (``trie_row``); and an automaton's states below one state,
+where every token leaves a state (``trie_exits``), a large terminal's state
+after every token (``trie_row``) or a small automaton's states after every
+token from every state (``trie_table``); and an automaton's states below one state,
 numbered alike wherever the automaton below is the same (``numbered_below``).
 They run once per new
 situation of a mask, on thousands of tokens or the whole trie; numpy would pay
@@ -98,6 +99,80 @@ def trie_row(parent, byte, token_node, trans, s):
         node = token_node[t]
         row[t] = -1 if node < 0 or state[node] == dead else state[node]
     return row
+
+
+@_compiled("(int32[::1], uint8[::1], int32[::1], int32[::1], int32[:, ::1], int32[::1])")
+def trie_table(child_start, byte, level_start, token_node, columns, byte_class):
+    """(each token's group, -1 where it is dead from every state; each group's
+    row of next states, one per state of ``columns`` but its last, the sink):
+    the trie walked down, level by level, from the nodes alive from some state.
+    ``columns`` is an automaton with a column per byte class (``byte_class``
+    of each byte). The children of one group's nodes with bytes of one class
+    fare alike from every state, so they form one group, with one row; groups
+    are numbered level by level, in the order of (their parent's group, the
+    class)."""
+    sink = columns.shape[0] - 1
+    n_classes = columns.shape[1]
+    rows = np.empty((64, sink), np.int32)
+    n_groups = 0
+    node_group = np.full(len(byte), -1, np.int32)
+    parents = np.empty((1, sink), np.int32)  # the previous level's rows; the root's leads every state to itself
+    for s in range(sink):
+        parents[0, s] = s
+    nodes = np.arange(level_start[0], level_start[1])
+    node_parent = np.zeros(len(nodes), np.int64)  # each node's parent group, numbered within its level
+    while len(nodes):
+        local = np.full(len(parents) * n_classes, -1, np.int64)
+        for i in range(len(nodes)):
+            local[node_parent[i] * n_classes + byte_class[byte[nodes[i]]]] = 0
+        n_level = 0
+        for key in range(len(local)):
+            if local[key] < 0:
+                continue
+            local[key] = -1
+            parent, c = key // n_classes, key % n_classes
+            alive = False
+            for s in range(sink):
+                alive |= columns[parents[parent, s], c] != sink
+            if not alive:
+                continue
+            if n_groups + n_level == len(rows):
+                grown = np.empty((2 * len(rows), sink), np.int32)
+                grown[:len(rows)] = rows
+                rows = grown
+            for s in range(sink):
+                rows[n_groups + n_level, s] = columns[parents[parent, s], c]
+            local[key] = n_level
+            n_level += 1
+        n_next = 0
+        for i in range(len(nodes)):
+            g = local[node_parent[i] * n_classes + byte_class[byte[nodes[i]]]]
+            if g >= 0:
+                n_next += child_start[nodes[i] + 1] - child_start[nodes[i]]
+        next_nodes = np.empty(n_next, np.int64)
+        next_parent = np.empty(n_next, np.int64)
+        j = 0
+        for i in range(len(nodes)):
+            g = local[node_parent[i] * n_classes + byte_class[byte[nodes[i]]]]
+            if g < 0:
+                continue
+            node_group[nodes[i]] = n_groups + g
+            for child in range(child_start[nodes[i]], child_start[nodes[i] + 1]):
+                next_nodes[j], next_parent[j] = child, g
+                j += 1
+        parents = rows[n_groups:n_groups + n_level].copy()
+        n_groups += n_level
+        nodes, node_parent = next_nodes, next_parent
+    token_group = np.full(len(token_node), -1, np.int32)
+    for t in range(len(token_node)):
+        if token_node[t] >= 0:
+            token_group[t] = node_group[token_node[t]]
+    group_next = rows[:n_groups].copy()
+    for g in range(n_groups):
+        for s in range(sink):
+            if group_next[g, s] == sink:
+                group_next[g, s] = -1
+    return token_group, group_next
 
 
 @_compiled("(int32[::1], uint8[::1], int32[::1], int32[::1], int32[:, ::1], int64, boolean[::1])")

@@ -108,3 +108,34 @@ def test_numbered_below_names_states_by_the_automaton_below():
         assert table[i].tolist() == expected
     assert len(walks.numbered_below(big, 0, 100)[0]) > len(order)  # from above: the states below too
     assert len(walks.numbered_below(below, 2, 2)[0]) == 0
+
+
+def test_trie_table_gives_every_token_its_state_from_every_state():
+    """Each token's group row holds the state its bytes lead to from each state
+    (-1 dead), read byte by byte; a token dead from every state, or without
+    bytes, has no group; tokens whose bytes are the same byte classes share one.
+    Bytes 0-3 only and eight states, so that many tokens stay alive."""
+    from constrained.dfa import byte_classes
+    from constrained.vocab import Trie
+
+    rng = np.random.default_rng(4)
+    trans, _ = _automaton(8, rng)
+    trans[:, 4:] = 8  # only bytes 0-3 go anywhere
+    trans[:8, 3] = trans[:8, 2]  # and bytes 2 and 3 alike: one class
+    tokens = [bytes(rng.integers(0, 5, size=rng.integers(1, 7)).tolist()) for _ in range(400)] + [b""]
+    trie = Trie.build(tokens)
+    byte_class, columns = byte_classes(trans)
+    group, rows = walks.trie_table(trie.child_start, trie.byte, trie.level_start, trie.token_node,
+                                   columns.astype(np.int32), byte_class.astype(np.int32))
+    for t, data in enumerate(tokens):
+        after = np.arange(8)
+        for b in data:
+            after = trans[after, b]
+        expected = np.where(after == 8, -1, after)
+        if not data or (expected < 0).all():
+            assert group[t] == -1
+        else:
+            assert rows[group[t]].tolist() == expected.tolist()
+    same_classes = [t for t, data in enumerate(tokens) if data and data.replace(b"\x03", b"\x02") == tokens[0].replace(b"\x03", b"\x02")]
+    assert len({int(group[t]) for t in same_classes}) == 1
+    assert (group >= 0).sum() > 50 and (group[:-1] < 0).any()
