@@ -703,8 +703,8 @@ def _terminal_tokens(dfa: DFA, vocab: Vocabulary) -> "_TerminalTokens":
 
 def _stored_table(dfa: DFA, vocab: Vocabulary, key: str):
     """A small terminal's token table (see ``_TerminalTokens``), kept on disk when
-    it was slow to build (a JSON string's takes ~0.15 s on 128k tokens; a
-    keyword's, milliseconds)."""
+    it was slow to build: one of over 100,000 entries takes about 6 ms to build
+    on 128k tokens, and 1 ms to load."""
     path = cache_dir() / "tables" / f"{vocab.fingerprint}-{key}.npz"
     try:
         with np.load(path) as data:
