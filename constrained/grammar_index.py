@@ -384,26 +384,34 @@ class GrammarIndex:
         first_out = self.starting_with(entered == 0)
         alone = entered == 1  # first bytes that enter one terminal only
         decides = ~(alive_bytes & ~alone).any(axis=1)  # all its first bytes enter it alone: it decides its group
-        later = {}
-        split = np.flatnonzero(~decides).tolist()
-        if split:  # the groups of the others, together, each token tagged with its terminal (-1: not valid)
-            groups = [exits[i][2] for i in split]
-            for group in groups:
-                if group.first_byte is None:
-                    group.first_byte = self._first_byte[group.tok]
-            tok, off = _cat([g.tok for g in groups]), _cat([g.off for g in groups])
-            term = np.repeat(np.where(valid, live, -1)[split], [len(g.tok) for g in groups])
-            by_one = alone[_cat([g.first_byte for g in groups])]
-            parts = [(tok[by_one], off[by_one], term[by_one])]
-            mixed = tok[~by_one]
-            if len(mixed):  # (most often none)
-                b_tok, b_off, b_state = self._leaving(self._ids(self._pack_ids(mixed) & ~stays), q, ctx.alive_lark)
-                parts.append((b_tok, b_off, ctx.choice[b_state]))
-            later = self._by_terminal(*(np.concatenate(column) for column in zip(*parts)))
-        for i in np.flatnonzero(decides & valid).tolist():  # keep a deciding terminal's group (and its id)
-            k, group = live[i], exits[i][2]
+        kept, parts, mixed = [], [], []  # groups that go on whole; (tokens, offsets, terminal) of the others
+        for i in np.flatnonzero(decides & valid).tolist():
+            if len(exits[i][2].tok):
+                kept.append((live[i], exits[i][2]))
+        for i in np.flatnonzero(~decides & valid).tolist():
+            group = exits[i][2]
             if not len(group.tok):
                 continue
+            if group.first_byte is None:
+                group.first_byte = self._first_byte[group.tok]
+            by_one = alone[group.first_byte]  # tokens whose first byte enters this terminal only
+            if by_one.all():
+                kept.append((live[i], group))
+            else:
+                parts.append((group.tok[by_one], group.off[by_one], np.full(int(by_one.sum()), live[i])))
+                mixed.append(group.tok[~by_one])
+        for i in np.flatnonzero(~decides & ~valid).tolist():  # they may still take tokens from the valid ones
+            group = exits[i][2]
+            if len(group.tok):
+                if group.first_byte is None:
+                    group.first_byte = self._first_byte[group.tok]
+                mixed.append(group.tok[~alone[group.first_byte]])
+        mixed = _cat(mixed)
+        if len(mixed):  # tokens whose first byte enters several terminals (most often none)
+            b_tok, b_off, b_state = self._leaving(self._ids(self._pack_ids(mixed) & ~stays), q, ctx.alive_lark)
+            parts.append((b_tok, b_off, ctx.choice[b_state]))
+        later = self._by_terminal(*(np.concatenate(column) for column in zip(*parts))) if parts else {}
+        for k, group in kept:  # a group that goes on whole keeps its id
             other = later.get(k)
             later[k] = group if other is None else _group(np.concatenate([group.tok, other.tok]), np.concatenate([group.off, other.off]))
         zero_term = int(ctx.choice[q])
