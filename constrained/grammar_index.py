@@ -43,7 +43,8 @@ from .index import walk_trie
 from .lalr import SuffixMemo
 from .models import cache_dir
 from .vocab import Vocabulary, padded_bytes
-from .walks import narrow_walk, numbered_below, token_walk, trace_read, trace_tokens, trie_exits, trie_row
+from .walks import (narrow_walk, numbered_below, pack_ids, token_walk, trace_read, trace_tokens, trie_exits,
+                    trie_row, unpack_ids)
 
 _MASK_CACHE = 50_000  # masks kept per grammar and vocabulary, keyed by stack suffix (equal masks share one array)
 _FOLLOW_CACHE = 50_000  # groups followed through the lexemes after them, keyed likewise
@@ -66,7 +67,6 @@ _BELOW_STATES = 64  # states below a state whose exits are shared by the automat
 _BELOW_KEPT = 256  # such exits kept per vocabulary (the most recently used)
 _DONORS_TRIED = 8  # per terminal, the most recent states tried as donors (see _TerminalTokens._donor)
 _FEW_LIVE = 4  # lexer states with at most this many terminals alive may be walked whole (GrammarIndex._walked_whole)
-_FEW_IDS = 2048  # token sets up to this size are packed word by word, larger ones through a bool per token
 # Token sets larger than this are read in one pass over the trie (~1 ms on Llama 3), not one by one (~25 ns a token).
 _TRIE_WALKED = 40_000
 
@@ -204,22 +204,12 @@ class GrammarIndex:
         return packed.view(np.uint32)
 
     def _ids(self, packed: np.ndarray) -> np.ndarray:
-        """The tokens whose bits are set in ``packed``, ascending (only the
-        nonzero words are unpacked: these sets are usually sparse)."""
-        words = np.flatnonzero(packed)
-        bits = np.unpackbits(packed[words].view(np.uint8), bitorder="little").view(bool).reshape(-1, 32)
-        return (words[:, None] * 32 + np.arange(32))[bits]
+        """The tokens whose bits are set in ``packed``, ascending."""
+        return unpack_ids(np.ascontiguousarray(packed))
 
     def _pack_ids(self, ids) -> np.ndarray:
-        """Packed words with the bits of ``ids`` set (a few set word by word)."""
-        if len(ids) <= _FEW_IDS:
-            ids = np.asarray(ids, dtype=np.int64)
-            packed = np.zeros(self.words, dtype=np.uint32)
-            np.bitwise_or.at(packed, ids >> 5, (np.uint32(1) << (ids & 31).astype(np.uint32)))
-            return packed
-        allowed = np.zeros(self.vocab.size, dtype=bool)
-        allowed[ids] = True
-        return self._pack_bools(allowed)
+        """Packed words with the bits of ``ids`` set."""
+        return pack_ids(np.ascontiguousarray(ids, dtype=np.int64), self.words)
 
     def finished_mask(self) -> np.ndarray:
         return self._eos_only

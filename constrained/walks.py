@@ -5,8 +5,9 @@ walked below the nodes a state keeps alive (``narrow_walk``), or whole, for
 where every token leaves a state (``trie_exits``), a large terminal's state
 after every token (``trie_row``) or a small automaton's states after every
 token from every state (``trie_table``); and an automaton's states below one state,
-numbered alike wherever the automaton below is the same (``numbered_below``).
-They run once per new
+numbered alike wherever the automaton below is the same (``numbered_below``);
+and sets of tokens packed into a mask's 32-bit words and back (``pack_ids``,
+``unpack_ids``). They run once per new
 situation of a mask, on thousands of tokens or the whole trie; numpy would pay
 a call per byte position or trie level and a pass over the data per operation,
 so they are compiled with numba.
@@ -425,3 +426,29 @@ def numbered_below(trans, s, most):
             t = trans[order[i], b]
             table[i, b] = -1 if t == dead else number[t]
     return order[:n].copy(), table
+
+
+@_compiled("(int64[::1], int64)")
+def pack_ids(ids, words):
+    """``words`` 32-bit words with the bits of tokens ``ids`` set."""
+    packed = np.zeros(words, np.uint32)
+    for t in ids:
+        packed[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+    return packed
+
+
+@_compiled("(uint32[::1],)")
+def unpack_ids(packed):
+    """The tokens whose bits are set in ``packed``, ascending."""
+    ids = np.empty(32 * len(packed), np.int64)
+    n = 0
+    for i in range(len(packed)):
+        w = np.int64(packed[i])
+        t = i * 32
+        while w:
+            if w & 1:
+                ids[n] = t
+                n += 1
+            w >>= 1
+            t += 1
+    return ids[:n].copy()
