@@ -139,3 +139,16 @@ def test_trie_table_gives_every_token_its_state_from_every_state():
     same_classes = [t for t, data in enumerate(tokens) if data and data.replace(b"\x03", b"\x02") == tokens[0].replace(b"\x03", b"\x02")]
     assert len({int(group[t]) for t in same_classes}) == 1
     assert (group >= 0).sum() > 50 and (group[:-1] < 0).any()
+
+
+def test_packed_ids_round_trip_and_match_numpy_bits():
+    """Token ids packed into 32-bit words set bit (id % 32) of word (id // 32),
+    the order numpy's little-endian packbits gives, and unpack ascending."""
+    rng = np.random.default_rng(5)
+    for ids in ([], [0], [31, 32, 63], sorted(set(rng.integers(0, 32 * 40, size=300).tolist()))):
+        ids = np.array(ids, dtype=np.int64)
+        packed = walks.pack_ids(ids, 40)
+        bools = np.zeros(32 * 40, dtype=bool)
+        bools[ids] = True
+        assert np.array_equal(packed, np.packbits(bools, bitorder="little").view(np.uint32))
+        assert walks.unpack_ids(packed).tolist() == ids.tolist()
