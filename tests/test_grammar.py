@@ -1098,7 +1098,7 @@ def test_token_rows_of_narrow_terminals(tokenizers):
 
 def test_whole_tables_only_where_their_bytes_spell_few_tokens(tokenizers):
     """A terminal gets one table for all its states only where that is cheap:
-    the tokens spelled in its bytes, counted per vocabulary, times its states."""
+    the tokens with bytes spelled in its bytes, counted per vocabulary, times its states."""
     from constrained.dfa import from_regex
     from constrained.grammar_index import _narrow, _tokens_within, _whole_table_pays
 
