@@ -43,7 +43,7 @@ from .index import walk_trie
 from .lalr import SuffixMemo
 from .models import cache_dir
 from .vocab import Vocabulary, padded_bytes
-from .walks import (narrow_walk, numbered_below, pack_ids, token_walk, trace_read, trace_tokens, trie_exits,
+from .walks import (exits_like, narrow_walk, numbered_below, pack_ids, token_walk, trace_read, trace_tokens, trie_exits,
                     trie_row, unpack_ids)
 
 _MASK_CACHE = 50_000  # masks kept per grammar and vocabulary, keyed by stack suffix (equal masks share one array)
@@ -191,12 +191,6 @@ class GrammarIndex:
             self._byte_set_masks[key] = hit
         return hit
 
-    def first_byte_in(self, first: np.ndarray) -> np.ndarray:
-        """The usable tokens whose first byte is one of ``first`` (256 bools), by
-        first byte (for a few bytes: ``starting_with`` packs any set)."""
-        starts = self._first_starts
-        return _cat([self._by_first_ids[starts[b]:starts[b + 1]] for b in np.flatnonzero(first).tolist()])
-
     def _pack_bools(self, allowed: np.ndarray) -> np.ndarray:
         """Packed words with the bits of the tokens ``allowed`` (one bool per token) set."""
         packed = np.zeros(self.words * 4, dtype=np.uint8)
@@ -205,7 +199,7 @@ class GrammarIndex:
 
     def _ids(self, packed: np.ndarray) -> np.ndarray:
         """The tokens whose bits are set in ``packed``, ascending."""
-        return unpack_ids(np.ascontiguousarray(packed))
+        return unpack_ids(_writable(packed))
 
     def _pack_ids(self, ids) -> np.ndarray:
         """Packed words with the bits of ``ids`` set."""
@@ -577,6 +571,12 @@ def _group(tok: np.ndarray, off: np.ndarray) -> _Group:
     digest.update(tok.astype(np.int32))
     digest.update(off.astype(np.int32))
     return _Group(digest.digest(), np.ascontiguousarray(tok, dtype=np.int64), np.ascontiguousarray(off, dtype=np.int64))
+
+
+def _writable(packed: np.ndarray) -> np.ndarray:
+    """``packed``, or a copy where it is read-only (shared masks are): the
+    compiled loops take writable arrays only."""
+    return packed if packed.flags.writeable else packed.copy()
 
 
 def _cat(parts) -> np.ndarray:
@@ -961,19 +961,12 @@ class _TerminalTokens:
     def _exits_like(self, s: int, donor: int, index: "GrammarIndex"):
         """(packed tokens that keep s alive, the ``_Group`` of those that complete
         it and go on) from the donor's exits: tokens whose first byte takes both
-        to the same state are read off the donor's, the others walked."""
-        d_stays, _, d_left, d_alive = self.exits(donor, index)
-        alive = self.trans[s] < self.dfa.n_states
-        agree = self.trans[s] == self.trans[donor]
-        walked = index.first_byte_in(alive & ~agree)
-        ended, end_state, b_tok, b_off, b_state = index._walk(walked, np.zeros(len(walked), dtype=np.int64), s,
-                                                              self.alive, self.trans)
-        self._like[s] = (donor, agree)
-        order = np.argsort(ended)
-        self._keep_row(s, (ended[order], end_state[order]))
-        stays = (d_stays & ~index.starting_with(d_alive & ~agree)) | index._pack_ids(ended)
-        kept = agree[index._first_byte[d_left.tok]]
-        complete = self.accepting[b_state]
-        left = _group(np.concatenate([d_left.tok[kept], b_tok[complete]]),
-                      np.concatenate([d_left.off[kept], b_off[complete]]))
-        return stays, left
+        to the same state are read off the donor's, the others walked
+        (``walks.exits_like``)."""
+        d_stays, _, d_left, _ = self.exits(donor, index)
+        stays, ended, end_state, tok, off = exits_like(
+            index._data, index._starts, index.lengths, index._by_first_ids, index._first_starts, self.trans,
+            self.alive, self.accepting, s, donor, _writable(d_stays), d_left.tok, d_left.off)
+        self._like[s] = (donor, self.trans[s] == self.trans[donor])
+        self._keep_row(s, (ended, end_state))
+        return stays, _group(tok, off)

@@ -428,6 +428,69 @@ def numbered_below(trans, s, most):
     return order[:n].copy(), table
 
 
+@_compiled("(uint8[::1], int64[::1], int64[::1], int64[::1], int64[::1], int32[:, ::1], boolean[::1], boolean[::1], "
+           "int64, int64, uint32[::1], int64[::1], int64[::1])")
+def exits_like(data, starts, lengths, by_first, first_starts, trans, alive, accepting, s, donor, d_stays, d_tok, d_off):
+    """State s's exits from a donor state's (``_TerminalTokens._exits_like``):
+    tokens whose first byte takes both to the same state fare alike; the
+    others alive from s are walked (the usable tokens by first byte are
+    ``by_first[first_starts[b]:first_starts[b + 1]]``, ascending). Returns (the
+    packed tokens that keep s alive; the walked ones that end inside, ascending,
+    and their states; the tokens that complete s's terminal and go on, with the
+    offset of the byte that starts the next lexeme: the donor's ``d_tok``,
+    ``d_off`` whose first byte agrees, then the walked ones by offset)."""
+    stays = d_stays.copy()
+    n_walked = 0
+    for b in range(256):
+        if trans[s, b] != trans[donor, b]:
+            for i in range(first_starts[b], first_starts[b + 1]):
+                t = by_first[i]
+                stays[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
+            if alive[trans[s, b]]:
+                n_walked += first_starts[b + 1] - first_starts[b]
+    ended = np.empty(n_walked, np.int64)
+    end_state = np.empty(n_walked, np.int32)
+    left = np.empty(n_walked, np.int64)
+    left_off = np.empty(n_walked, np.int64)
+    n_ended = n_left = 0
+    for b in range(256):
+        if trans[s, b] == trans[donor, b] or not alive[trans[s, b]]:
+            continue
+        for i in range(first_starts[b], first_starts[b + 1]):
+            t = by_first[i]
+            state, p, end, base = s, 0, lengths[t], starts[t]
+            while p < end:
+                after = trans[state, data[base + p]]
+                if not alive[after]:
+                    break
+                state = after
+                p += 1
+            if p == end:
+                stays[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+                ended[n_ended], end_state[n_ended] = t, state
+                n_ended += 1
+            elif accepting[state]:
+                left[n_left], left_off[n_left] = t, p
+                n_left += 1
+    order = np.argsort(ended[:n_ended])
+    by_off = np.argsort(left_off[:n_left], kind="mergesort")
+    n_kept = 0
+    for t in d_tok:
+        n_kept += trans[s, data[starts[t]]] == trans[donor, data[starts[t]]]
+    tok = np.empty(n_kept + n_left, np.int64)
+    off = np.empty(n_kept + n_left, np.int64)
+    j = 0
+    for i in range(len(d_tok)):
+        first = data[starts[d_tok[i]]]
+        if trans[s, first] == trans[donor, first]:
+            tok[j], off[j] = d_tok[i], d_off[i]
+            j += 1
+    for i in by_off:
+        tok[j], off[j] = left[i], left_off[i]
+        j += 1
+    return stays, ended[:n_ended][order], end_state[:n_ended][order], tok, off
+
+
 @_compiled("(int64[::1], int64)")
 def pack_ids(ids, words):
     """``words`` 32-bit words with the bits of tokens ``ids`` set."""

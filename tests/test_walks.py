@@ -152,3 +152,50 @@ def test_packed_ids_round_trip_and_match_numpy_bits():
         bools[ids] = True
         assert np.array_equal(packed, np.packbits(bools, bitorder="little").view(np.uint32))
         assert walks.unpack_ids(packed).tolist() == ids.tolist()
+
+
+def test_exits_like_agrees_with_walking_every_token():
+    """A state's exits read off a donor's: the same stays and the same tokens
+    completing the terminal as walking every token from the state itself,
+    given the donor's own from walking."""
+    rng = np.random.default_rng(6)
+    n = 6
+    trans, alive = _automaton(n, rng)
+    trans[:n, 8:] = n  # bytes 0-7 only, so that walks go on
+    trans[0, 2] = 2
+    trans[1, :8] = trans[0, :8]  # state 1 goes where state 0 does, but on bytes 2 and 5
+    trans[1, 2], trans[1, 5] = 3, n
+    trans[3, :8] = 3  # where tokens starting with byte 2 stay, but for byte 7 (incomplete)
+    trans[3, 7] = n
+    accepting = np.array([True, False, True, False, True, False, False])
+    lengths = rng.integers(1, 5, size=200)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    data = rng.integers(0, 8, size=int(lengths.sum())).astype(np.uint8)
+    first = data[starts]
+    by_first = np.argsort(first, kind="stable").astype(np.int64)
+    first_starts = np.searchsorted(first[by_first], np.arange(257)).astype(np.int64)
+
+    def walked(s):
+        """(packed tokens that stay alive from s, the completing ones and their offsets)."""
+        stay, tok, off = [], [], []
+        for t in range(200):
+            state = s
+            for p in range(lengths[t]):
+                after = trans[state, data[starts[t] + p]]
+                if not alive[after]:
+                    if p and accepting[state]:  # (at the first byte, the token is not the terminal's)
+                        tok.append(t), off.append(p)
+                    break
+                state = after
+            else:
+                stay.append(t)
+        return walks.pack_ids(np.array(stay, dtype=np.int64), 7), np.array(tok, dtype=np.int64), np.array(off, dtype=np.int64)
+
+    d_stays, d_tok, d_off = walked(0)
+    stays, ended, _, tok, off = walks.exits_like(data, starts, lengths, by_first, first_starts, trans, alive,
+                                                 accepting, 1, 0, d_stays, d_tok, d_off)
+    e_stays, e_tok, e_off = walked(1)
+    assert np.array_equal(stays, e_stays)
+    assert sorted(zip(tok.tolist(), off.tolist())) == sorted(zip(e_tok.tolist(), e_off.tolist()))
+    assert set(ended.tolist()) <= set(walks.unpack_ids(stays).tolist()) and set(first[ended].tolist()) <= {2}
+    assert len(e_tok) and len(ended)
