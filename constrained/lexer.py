@@ -26,6 +26,7 @@ import numpy as np
 
 from .dfa import DFA, minimize, ranges
 from .errors import ConstrainedError
+from .walks import compiled
 
 
 @lru_cache(maxsize=64)
@@ -126,25 +127,52 @@ def _words(bits: np.ndarray) -> np.ndarray:
     return np.packbits(padded, axis=1, bitorder="little").view("<u8")
 
 
-def _lowest_common(rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Per row of words, the lowest column set in both it and ``mask`` (one row
-    of words), or -1. A pass per word of the mask that has a bit set (numpy's
-    ``any`` along short rows of bytes took a hundred microseconds on a lexer of
-    a few thousand states)."""
-    found = np.full(len(rows), -1, dtype=np.int64)
-    for j in reversed(np.flatnonzero(mask[0]).tolist()):
-        both = rows[:, j] & mask[0, j]
-        at = np.bitwise_count((both & (~both + np.uint64(1))) - np.uint64(1)).astype(np.int64)
-        found = np.where(both != 0, 64 * j + at, found)
-    return found
-
-
-def _any_common(rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Per row of words, whether it has a column set in ``mask`` (as ``_lowest_common``)."""
-    found = np.zeros(len(rows), dtype=bool)
-    for j in np.flatnonzero(mask[0]).tolist():
-        found |= (rows[:, j] & mask[0, j]) != 0
-    return found
+@compiled("(boolean[::1], boolean[::1], int64[::1], int64[::1], uint64[:, ::1], int64[::1], int64[::1], "
+          "uint64[:, ::1], int64[::1])")
+def _context_arrays(in_lark, in_valid, sole, several, several_words, completing_sole, completing_several,
+                    complete_in_order, choice_order):
+    """(alive_lark, alive_valid, choice) of a ``LexContext`` whose terminals are
+    ``in_lark`` and ``in_valid`` (see ``Lexer.__init__`` for the tables)."""
+    n_words = several_words.shape[1]
+    lark_words = np.zeros(n_words, np.uint64)
+    valid_words = np.zeros(n_words, np.uint64)
+    ordered_words = np.zeros(complete_in_order.shape[1], np.uint64)  # in_lark in choice order
+    for t in range(len(in_lark)):
+        bit = np.uint64(1) << np.uint64(t % 64)
+        if in_lark[t]:
+            lark_words[t // 64] |= bit
+        if in_valid[t]:
+            valid_words[t // 64] |= bit
+    for i in range(len(choice_order)):
+        if in_lark[choice_order[i]]:
+            ordered_words[i // 64] |= np.uint64(1) << np.uint64(i % 64)
+    alive_lark = np.zeros(len(sole), np.bool_)
+    alive_valid = np.zeros(len(sole), np.bool_)
+    for s in range(len(sole)):
+        if sole[s] >= 0:
+            alive_lark[s], alive_valid[s] = in_lark[sole[s]], in_valid[sole[s]]
+    for i in range(len(several)):
+        for j in range(n_words):
+            if several_words[i, j] & lark_words[j]:
+                alive_lark[several[i]] = True
+            if several_words[i, j] & valid_words[j]:
+                alive_valid[several[i]] = True
+    choice = np.full(len(sole), -1, np.int64)
+    for s in completing_sole:
+        if in_lark[sole[s]] and in_valid[sole[s]]:
+            choice[s] = sole[s]
+    for i in range(len(completing_several)):
+        for j in range(len(ordered_words)):
+            both = complete_in_order[i, j] & ordered_words[j]
+            if both:
+                at = 0
+                while not (both >> np.uint64(at)) & np.uint64(1):
+                    at += 1
+                first = choice_order[64 * j + at]
+                if in_valid[first]:
+                    choice[completing_several[i]] = first
+                break
+    return alive_lark, alive_valid, choice
 
 
 class Lexer:
@@ -334,23 +362,18 @@ class Lexer:
         return ctx
 
     def _new_context(self, acceptable, valid) -> LexContext:
-        in_lark, alive_lark = self._alive_in(acceptable)
-        in_valid, alive_valid = (in_lark, alive_lark) if valid == acceptable else self._alive_in(valid)  # (most are)
-        choice = np.full(self.n_states + 1, -1, dtype=np.int64)
-        sole = self._sole[self._completing_sole]
-        choice[self._completing_sole] = np.where(in_lark[sole] & in_valid[sole], sole, -1)
-        at = _lowest_common(self._complete_in_order, _words(in_lark[self.choice_order][None]))
-        first = self.choice_order[np.maximum(at, 0)]
-        choice[self._completing_several] = np.where((at >= 0) & in_valid[first], first, -1)
+        in_lark = np.zeros(self.alive.shape[1], dtype=bool)
+        in_lark[list(acceptable)] = True
+        in_valid = in_lark
+        if valid != acceptable:  # (most are)
+            in_valid = np.zeros(self.alive.shape[1], dtype=bool)
+            in_valid[list(valid)] = True
+        alive_lark, alive_valid, choice = _context_arrays(
+            in_lark, in_valid, self._sole, self._several, self._several_words, self._completing_sole,
+            self._completing_several, self._complete_in_order, self.choice_order)
+        if valid == acceptable:
+            alive_valid = alive_lark
         return LexContext(len(self._contexts), in_lark, in_valid, alive_lark, alive_valid, choice)
-
-    def _alive_in(self, terminals):
-        """(per terminal, whether it is in ``terminals``; per state, whether one of them is alive there)."""
-        member = np.zeros(self.alive.shape[1] + 1, dtype=bool)  # [-1]: none
-        member[list(terminals)] = True
-        alive = member[self._sole]
-        alive[self._several] = _any_common(self._several_words, _words(member[None, :-1]))
-        return member[:-1], alive
 
     def check_lark_agrees(self, starts: dict, names, is_str, priority) -> None:
         """Refuse terminals that lark's lexer would split differently from the

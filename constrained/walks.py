@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 
-def _compiled(signature: str):
+def compiled(signature: str):
     """numba's njit for ``signature``, kept in numba's cache; without the cache
     where numba finds no writable place for it (a read-only install with no
     writable home), which would otherwise fail the import."""
@@ -41,7 +41,7 @@ def _compiled(signature: str):
     return decorate
 
 
-@_compiled("(uint8[::1], int64[::1], int64[::1], int32[:, ::1], boolean[::1], int64[::1], int64[::1], int64)")
+@compiled("(uint8[::1], int64[::1], int64[::1], int32[:, ::1], boolean[::1], int64[::1], int64[::1], int64)")
 def token_walk(data, starts, lengths, trans, alive, tok, off, q):
     """Walk each token ``tok[i]`` from its byte ``off[i]`` in state q until it
     ends or its next byte leads where ``alive`` is false. Returns (the tokens
@@ -84,7 +84,7 @@ def token_walk(data, starts, lengths, trans, alive, tok, off, q):
     return tok[ended], state[ended], tok[leaving], pos[leaving], state[leaving]
 
 
-@_compiled("(int32[::1], uint8[::1], int32[::1], int32[:, ::1], int64)")
+@compiled("(int32[::1], uint8[::1], int32[::1], int32[:, ::1], int64)")
 def trie_row(parent, byte, token_node, trans, s):
     """Per token, the state after its bytes from state s (-1: dead), from one
     pass over the trie's nodes breadth first (a parent comes before its
@@ -102,7 +102,7 @@ def trie_row(parent, byte, token_node, trans, s):
     return row
 
 
-@_compiled("(int32[::1], uint8[::1], int32[::1], int32[::1], int32[:, ::1], int32[::1])")
+@compiled("(int32[::1], uint8[::1], int32[::1], int32[::1], int32[:, ::1], int32[::1])")
 def trie_table(child_start, byte, level_start, token_node, columns, byte_class):
     """(each token's group, -1 where it is dead from every state; each group's
     row of next states, one per state of ``columns`` but its last, the sink):
@@ -176,7 +176,7 @@ def trie_table(child_start, byte, level_start, token_node, columns, byte_class):
     return token_group, group_next
 
 
-@_compiled("(int32[::1], uint8[::1], int32[::1], int32[::1], int32[:, ::1], int64, boolean[::1])")
+@compiled("(int32[::1], uint8[::1], int32[::1], int32[::1], int32[:, ::1], int64, boolean[::1])")
 def trie_exits(parent, byte, level_start, token_node, trans, q, alive):
     """Per token, where reading its bytes from state q first leads to a state
     ``alive`` does not hold: (the offset of that byte, -1 where none does or the
@@ -234,7 +234,7 @@ def _walk_below(child_start, byte, first, end, trans, q, alive, reached, states,
     return n_reached, n_left
 
 
-@_compiled("(int32[::1], uint8[::1], int64, int64, int32[:, ::1], int64, boolean[::1], boolean[::1], "
+@compiled("(int32[::1], uint8[::1], int64, int64, int32[:, ::1], int64, boolean[::1], boolean[::1], "
            "int64[::1], int64[::1], int64[::1], int64[::1], int64[::1])")
 def narrow_walk(child_start, byte, first, end, trans, q, alive, accepting, spelled, spelled_start, below,
                 below_first, below_end):
@@ -277,7 +277,7 @@ def narrow_walk(child_start, byte, first, end, trans, q, alive, accepting, spell
     return tokens[order], token_states[order], leaving, offsets
 
 
-@_compiled("(int64[::1], int32[::1], int64[::1], int64[::1], int64[::1], int64[::1], boolean[::1], boolean[::1], "
+@compiled("(int64[::1], int32[::1], int64[::1], int64[::1], int64[::1], int64[::1], boolean[::1], boolean[::1], "
            "int64)")
 def trace_read(parent, state, end, depth, tok, off, alive, valid, q):
     """One context's walk read off a trace (see grammar_index._Trace: path i
@@ -316,7 +316,7 @@ def trace_read(parent, state, end, depth, tok, off, alive, valid, q):
     return accepted[:n_accepted], left_tok, left_off, left_state
 
 
-@_compiled("(uint8[::1], int64[::1], int64[::1], int32[:, ::1], int64, int64[::1], int64[::1])")
+@compiled("(uint8[::1], int64[::1], int64[::1], int32[:, ::1], int64, int64[::1], int64[::1])")
 def trace_tokens(vocab_data, starts, lengths, trans, q, tok, off):
     """Walk each token ``tok[j]`` from its byte ``off[j]`` in state q, byte by
     byte, until it ends or dies; tokens that pass through the same states share
@@ -400,7 +400,7 @@ def trace_tokens(vocab_data, starts, lengths, trans, q, tok, off):
     return paths + (tok[order], off[order], end[order])
 
 
-@_compiled("(int32[:, ::1], int64, int64)")
+@compiled("(int32[:, ::1], int64, int64)")
 def numbered_below(trans, s, most):
     """The states s leads to (s included), in breadth-first order with bytes
     ascending, and their transitions with the states renumbered in that order
@@ -428,7 +428,7 @@ def numbered_below(trans, s, most):
     return order[:n].copy(), table
 
 
-@_compiled("(uint8[::1], int64[::1], int64[::1], int64[::1], int64[::1], int32[:, ::1], boolean[::1], boolean[::1], "
+@compiled("(uint8[::1], int64[::1], int64[::1], int64[::1], int64[::1], int32[:, ::1], boolean[::1], boolean[::1], "
            "int64, int64, uint32[::1], int64[::1], int64[::1])")
 def exits_like(data, starts, lengths, by_first, first_starts, trans, alive, accepting, s, donor, d_stays, d_tok, d_off):
     """State s's exits from a donor state's (``_TerminalTokens._exits_like``):
@@ -491,7 +491,7 @@ def exits_like(data, starts, lengths, by_first, first_starts, trans, alive, acce
     return stays, ended[:n_ended][order], end_state[:n_ended][order], tok, off
 
 
-@_compiled("(int64[::1], int64)")
+@compiled("(int64[::1], int64)")
 def pack_ids(ids, words):
     """``words`` 32-bit words with the bits of tokens ``ids`` set."""
     packed = np.zeros(words, np.uint32)
@@ -500,7 +500,7 @@ def pack_ids(ids, words):
     return packed
 
 
-@_compiled("(uint32[::1],)")
+@compiled("(uint32[::1],)")
 def unpack_ids(packed):
     """The tokens whose bits are set in ``packed``, ascending."""
     ids = np.empty(32 * len(packed), np.int64)
