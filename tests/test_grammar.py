@@ -762,7 +762,9 @@ def test_lexer_contexts_match_their_definition(tokenizers):
     assert feed_text(c.matcher(tok), tok, '{"key3": 1, "key40": "x", "key139": 2}')
     lexer = c.index(tok).lexer
     assert len(lexer.dfas) > 128 and len(lexer._several) and len(lexer._completing_sole)
-    for ctx in list(lexer._contexts.values()):
+    every = frozenset(range(len(lexer.dfas)))
+    some_valid = lexer.context(every, frozenset(k for k in every if k % 3 == 0))  # valid ones fewer than acceptable
+    for ctx in list(lexer._contexts.values()) + [some_valid]:
         assert np.array_equal(ctx.alive_lark[:-1], (lexer.alive & ctx.acceptable).any(axis=1))
         assert np.array_equal(ctx.alive_valid[:-1], (lexer.alive & ctx.valid).any(axis=1))
         complete = lexer.accepting[:, lexer.choice_order] & ctx.acceptable[lexer.choice_order]
