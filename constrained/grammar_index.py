@@ -203,7 +203,7 @@ class GrammarIndex:
 
     def _pack_ids(self, ids) -> np.ndarray:
         """Packed words with the bits of ``ids`` set."""
-        return pack_ids(np.ascontiguousarray(ids, dtype=np.int64), self.words)
+        return pack_ids(_writable(np.ascontiguousarray(ids, dtype=np.int64)), self.words)
 
     def finished_mask(self) -> np.ndarray:
         return self._eos_only
@@ -340,8 +340,8 @@ class GrammarIndex:
         terminals (a long string's chunk and tail), ``_combine`` would, on a
         first visit, pass over most of the vocabulary once per terminal for its
         exits, then once through the lexer for the tokens they share. (The
-        groups are new ones, in token order: a terminal that decides its own
-        group there does not pass on the group, and the id, of its exits.)"""
+        groups are new ones, in token order: a terminal whose exits' group
+        ``_combine`` would pass on whole does not pass on that group's id.)"""
         off, state = self._trie_pass(q, ctx.alive_lark, self.lexer.trans)
         inside = self._pack_bools(self.usable & (off < 0) & ctx.alive_valid[state])
         leaving = np.flatnonzero(self.usable & (off > 0))
@@ -376,9 +376,7 @@ class GrammarIndex:
             group = exits[i][2]
             if not len(group.tok):
                 continue
-            if group.first_byte is None:
-                group.first_byte = self._first_byte[group.tok]
-            by_one = alone[group.first_byte]  # tokens whose first byte enters this terminal only
+            by_one = alone[self._first_bytes(group)]  # tokens whose first byte enters this terminal only
             if by_one.all():
                 kept.append((live[i], group))
             else:
@@ -387,9 +385,7 @@ class GrammarIndex:
         for i in np.flatnonzero(~decides & ~valid).tolist():  # they may still take tokens from the valid ones
             group = exits[i][2]
             if len(group.tok):
-                if group.first_byte is None:
-                    group.first_byte = self._first_byte[group.tok]
-                mixed.append(group.tok[~alone[group.first_byte]])
+                mixed.append(group.tok[~alone[self._first_bytes(group)]])
         mixed = _cat(mixed)
         if len(mixed):  # tokens whose first byte enters several terminals (most often none)
             b_tok, b_off, b_state = self._leaving(self._ids(self._pack_ids(mixed) & ~stays), q, ctx.alive_lark)
@@ -400,6 +396,12 @@ class GrammarIndex:
             later[k] = group if other is None else _group(np.concatenate([group.tok, other.tok]), np.concatenate([group.off, other.off]))
         zero_term = int(ctx.choice[q])
         return _Walk(inside, zero_term, first_out if zero_term >= 0 else None, later)
+
+    def _first_bytes(self, group: _Group) -> np.ndarray:
+        """Each token's first byte in ``group`` (kept on the group)."""
+        if group.first_byte is None:
+            group.first_byte = self._first_byte[group.tok]
+        return group.first_byte
 
     def _follow(self, group: _Group, q: int, stack) -> list:
         """Arrays of the tokens of ``group`` whose bytes from their offset on are
@@ -573,10 +575,10 @@ def _group(tok: np.ndarray, off: np.ndarray) -> _Group:
     return _Group(digest.digest(), np.ascontiguousarray(tok, dtype=np.int64), np.ascontiguousarray(off, dtype=np.int64))
 
 
-def _writable(packed: np.ndarray) -> np.ndarray:
-    """``packed``, or a copy where it is read-only (shared masks are): the
+def _writable(array: np.ndarray) -> np.ndarray:
+    """``array``, or a copy where it is read-only (shared masks are): the
     compiled loops take writable arrays only."""
-    return packed if packed.flags.writeable else packed.copy()
+    return array if array.flags.writeable else array.copy()
 
 
 def _cat(parts) -> np.ndarray:

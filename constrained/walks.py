@@ -4,13 +4,14 @@ context (``trace_tokens``) and read off by each (``trace_read``); the trie
 walked below the nodes a state keeps alive (``narrow_walk``), or whole, for
 where every token leaves a state (``trie_exits``), a large terminal's state
 after every token (``trie_row``) or a small automaton's states after every
-token from every state (``trie_table``); and an automaton's states below one state,
-numbered alike wherever the automaton below is the same (``numbered_below``);
-and sets of tokens packed into a mask's 32-bit words and back (``pack_ids``,
-``unpack_ids``). They run once per new
-situation of a mask, on thousands of tokens or the whole trie; numpy would pay
-a call per byte position or trie level and a pass over the data per operation,
-so they are compiled with numba.
+token from every state (``trie_table``); a state's exits read off another
+state's (``exits_like``); an automaton's states below one state, numbered
+alike wherever the automaton below is the same (``numbered_below``); and sets
+of tokens packed into a mask's 32-bit words and back (``pack_ids``,
+``unpack_ids``). The walks run once per new situation of a mask, on thousands
+of tokens or the whole trie, and the packing many times a step; numpy would
+pay a call per byte position or trie level and a pass over the data per
+operation, so they are compiled with numba.
 
 An automaton here is ``trans``, (states + 1) x 256, whose last row is a dead
 sink every byte leads to; ``alive`` says which of its states a walk may stay in.

@@ -869,6 +869,43 @@ def test_states_walked_whole_agree_with_each_terminals_exits(tokenizers, monkeyp
     assert compared >= len(set(walked_whole))
 
 
+def test_combined_exits_agree_with_walking_the_lexer(tokenizers, monkeypatch):
+    """Combining the exits of keywords and a name that share first bytes
+    (GrammarIndex._combine: a terminal's group goes on whole where its tokens'
+    first bytes enter it alone, the others are walked through the lexer) gives
+    the walk that one pass over the trie through the lexer gives, in every
+    lexer state met: the same tokens stay inside, leave at their first byte, or
+    go on after the same terminal from the same byte."""
+    import constrained.grammar_index as gi
+
+    tokenizer = tokenizers("llama3")
+    seen = []
+    combined = gi.GrammarIndex._combined
+    monkeypatch.setattr(gi.GrammarIndex, "_combined",
+                        lambda index, q, ctx, live: seen.append((index, q, ctx, live)) or combined(index, q, ctx, live))
+    g = constrained.grammar("""
+        start: stmt+
+        stmt: ("if" | "int" | "i") NAME ";" | NAME ("=" | "in") NAME ";" | NUMBER ";"
+        NAME: /[a-z]+/
+        NUMBER: /[0-9]+/
+        %ignore " "
+    """)
+    assert feed_text(g.matcher(tokenizer), tokenizer, "if x; int y; integer = inn; i j; 12; ink in ifs;")
+    kept_whole = 0
+    for index, q, ctx, live in seen:
+        walked, combined_walk = index._walked_whole(q, ctx), index._combine(q, ctx, live)
+        assert np.array_equal(walked.inside, combined_walk.inside)
+        assert walked.zero_term == combined_walk.zero_term
+        if walked.zero_term >= 0:
+            assert np.array_equal(walked.zero_bits, combined_walk.zero_bits)
+        assert walked.later.keys() == combined_walk.later.keys()
+        for k, group in walked.later.items():
+            assert _content(group) == _content(combined_walk.later[k])
+        exits = {k: index._terminal(k).exits(int(index.lexer.components[q, k]), index)[2] for k in live}
+        kept_whole += any(combined_walk.later.get(k) is group for k, group in exits.items())
+    assert len(seen) >= 3 and kept_whole
+
+
 def test_token_rows_of_large_terminals(tokenizers):
     """A large terminal's row (its state after each token, from one state,
     walks.trie_row) is what its DFA reads byte by byte: a counted string, a

@@ -167,8 +167,9 @@ def test_exits_like_agrees_with_walking_every_token():
     trans[1, 2], trans[1, 5] = 3, n
     trans[3, :8] = 3  # where tokens starting with byte 2 stay, but for byte 7 (incomplete)
     trans[3, 7] = n
+    trans[3, 6], trans[2, 7] = 2, n  # and complete (state 2) before byte 7
     accepting = np.array([True, False, True, False, True, False, False])
-    lengths = rng.integers(1, 5, size=200)
+    lengths = rng.integers(1, 8, size=600)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     data = rng.integers(0, 8, size=int(lengths.sum())).astype(np.uint8)
     first = data[starts]
@@ -178,7 +179,7 @@ def test_exits_like_agrees_with_walking_every_token():
     def walked(s):
         """(packed tokens that stay alive from s, the completing ones and their offsets)."""
         stay, tok, off = [], [], []
-        for t in range(200):
+        for t in range(600):
             state = s
             for p in range(lengths[t]):
                 after = trans[state, data[starts[t] + p]]
@@ -189,7 +190,7 @@ def test_exits_like_agrees_with_walking_every_token():
                 state = after
             else:
                 stay.append(t)
-        return walks.pack_ids(np.array(stay, dtype=np.int64), 7), np.array(tok, dtype=np.int64), np.array(off, dtype=np.int64)
+        return walks.pack_ids(np.array(stay, dtype=np.int64), 19), np.array(tok, dtype=np.int64), np.array(off, dtype=np.int64)
 
     d_stays, d_tok, d_off = walked(0)
     stays, ended, _, tok, off = walks.exits_like(data, starts, lengths, by_first, first_starts, trans, alive,
@@ -197,5 +198,11 @@ def test_exits_like_agrees_with_walking_every_token():
     e_stays, e_tok, e_off = walked(1)
     assert np.array_equal(stays, e_stays)
     assert sorted(zip(tok.tolist(), off.tolist())) == sorted(zip(e_tok.tolist(), e_off.tolist()))
+    # In the order a group's id digests: the donor's first, then the walked ones by offset, then first byte.
+    agree = trans[1] == trans[0]
+    donors = [(t, o) for t, o in zip(d_tok.tolist(), d_off.tolist()) if agree[first[t]]]
+    walked_ones = sorted(((t, o) for t, o in zip(e_tok.tolist(), e_off.tolist()) if not agree[first[t]]),
+                         key=lambda pair: (pair[1], first[pair[0]], pair[0]))
+    assert list(zip(tok.tolist(), off.tolist())) == donors + walked_ones and len(walked_ones) > 1
     assert set(ended.tolist()) <= set(walks.unpack_ids(stays).tolist()) and set(first[ended].tolist()) <= {2}
     assert len(e_tok) and len(ended)
