@@ -833,6 +833,18 @@ def _content(group) -> list:
     return sorted(zip(group.tok.tolist(), group.off.tolist()))
 
 
+def _assert_same_walk(walk, other) -> None:
+    """The same tokens stay inside, leave at their first byte (after the same
+    terminal), or go on after the same terminal from the same byte."""
+    assert np.array_equal(walk.inside, other.inside)
+    assert walk.zero_term == other.zero_term
+    if walk.zero_term >= 0:
+        assert np.array_equal(walk.zero_bits, other.zero_bits)
+    assert walk.later.keys() == other.later.keys()
+    for k, group in walk.later.items():
+        assert _content(group) == _content(other.later[k])
+
+
 def test_states_walked_whole_agree_with_each_terminals_exits(tokenizers, monkeypatch):
     """Where most tokens' first bytes enter several terminals (a long string's
     chunk and tail), the walk from a lexer state is read off one pass over the
@@ -858,14 +870,7 @@ def test_states_walked_whole_agree_with_each_terminals_exits(tokenizers, monkeyp
         if index._shared_first_bytes(q, live) <= gi._TRIE_WALKED:
             continue
         compared += 1
-        walked, combined = whole(index, q, ctx), index._combine(q, ctx, live)
-        assert np.array_equal(walked.inside, combined.inside)
-        assert walked.zero_term == combined.zero_term
-        if walked.zero_term >= 0:
-            assert np.array_equal(walked.zero_bits, combined.zero_bits)
-        assert walked.later.keys() == combined.later.keys()
-        for k, group in walked.later.items():
-            assert _content(group) == _content(combined.later[k])
+        _assert_same_walk(whole(index, q, ctx), index._combine(q, ctx, live))
     assert compared >= len(set(walked_whole))
 
 
@@ -893,14 +898,8 @@ def test_combined_exits_agree_with_walking_the_lexer(tokenizers, monkeypatch):
     assert feed_text(g.matcher(tokenizer), tokenizer, "if x; int y; integer = inn; i j; 12; ink in ifs;")
     kept_whole = 0
     for index, q, ctx, live in seen:
-        walked, combined_walk = index._walked_whole(q, ctx), index._combine(q, ctx, live)
-        assert np.array_equal(walked.inside, combined_walk.inside)
-        assert walked.zero_term == combined_walk.zero_term
-        if walked.zero_term >= 0:
-            assert np.array_equal(walked.zero_bits, combined_walk.zero_bits)
-        assert walked.later.keys() == combined_walk.later.keys()
-        for k, group in walked.later.items():
-            assert _content(group) == _content(combined_walk.later[k])
+        combined_walk = index._combine(q, ctx, live)
+        _assert_same_walk(index._walked_whole(q, ctx), combined_walk)
         exits = {k: index._terminal(k).exits(int(index.lexer.components[q, k]), index)[2] for k in live}
         kept_whole += any(combined_walk.later.get(k) is group for k, group in exits.items())
     assert len(seen) >= 3 and kept_whole
