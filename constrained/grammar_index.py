@@ -372,6 +372,8 @@ class GrammarIndex:
         for i in np.flatnonzero(decides & valid).tolist():
             if len(exits[i][2].tok):
                 kept.append((live[i], exits[i][2]))
+        # (An invalid terminal's group adds nothing: a token the lexer emits as a valid one
+        # completes that one where it leaves, so it is in that one's group too.)
         for i in np.flatnonzero(~decides & valid).tolist():
             group = exits[i][2]
             if not len(group.tok):
@@ -382,10 +384,6 @@ class GrammarIndex:
             else:
                 parts.append((group.tok[by_one], group.off[by_one], np.full(int(by_one.sum()), live[i])))
                 mixed.append(group.tok[~by_one])
-        for i in np.flatnonzero(~decides & ~valid).tolist():  # they may still take tokens from the valid ones
-            group = exits[i][2]
-            if len(group.tok):
-                mixed.append(group.tok[~alone[self._first_bytes(group)]])
         mixed = _cat(mixed)
         if len(mixed):  # tokens whose first byte enters several terminals (most often none)
             b_tok, b_off, b_state = self._leaving(self._ids(self._pack_ids(mixed) & ~stays), q, ctx.alive_lark)
