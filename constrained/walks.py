@@ -124,15 +124,13 @@ def trie_table(child_start, byte, level_start, token_node, columns, byte_class):
     nodes = np.arange(level_start[0], level_start[1])
     node_parent = np.zeros(len(nodes), np.int64)  # each node's parent group, numbered within its level
     while len(nodes):
-        local = np.full(len(parents) * n_classes, -1, np.int64)
-        for i in range(len(nodes)):
-            local[node_parent[i] * n_classes + byte_class[byte[nodes[i]]]] = 0
+        key = node_parent * n_classes + byte_class[byte[nodes]]  # each node's (parent group, class)
+        present = np.zeros(len(parents) * n_classes, np.bool_)
+        present[key] = True
+        local = np.full(len(present), -1, np.int64)  # each key's group, numbered within the level; -1: dead
         n_level = 0
-        for key in range(len(local)):
-            if local[key] < 0:
-                continue
-            local[key] = -1
-            parent, c = key // n_classes, key % n_classes
+        for k in np.flatnonzero(present):
+            parent, c = k // n_classes, k % n_classes
             alive = False
             for s in range(sink):
                 alive |= columns[parents[parent, s], c] != sink
@@ -144,23 +142,22 @@ def trie_table(child_start, byte, level_start, token_node, columns, byte_class):
                 rows = grown
             for s in range(sink):
                 rows[n_groups + n_level, s] = columns[parents[parent, s], c]
-            local[key] = n_level
+            local[k] = n_level
             n_level += 1
+        group = local[key]
         n_next = 0
         for i in range(len(nodes)):
-            g = local[node_parent[i] * n_classes + byte_class[byte[nodes[i]]]]
-            if g >= 0:
+            if group[i] >= 0:
                 n_next += child_start[nodes[i] + 1] - child_start[nodes[i]]
         next_nodes = np.empty(n_next, np.int64)
         next_parent = np.empty(n_next, np.int64)
         j = 0
         for i in range(len(nodes)):
-            g = local[node_parent[i] * n_classes + byte_class[byte[nodes[i]]]]
-            if g < 0:
+            if group[i] < 0:
                 continue
-            node_group[nodes[i]] = n_groups + g
+            node_group[nodes[i]] = n_groups + group[i]
             for child in range(child_start[nodes[i]], child_start[nodes[i] + 1]):
-                next_nodes[j], next_parent[j] = child, g
+                next_nodes[j], next_parent[j] = child, group[i]
                 j += 1
         parents = rows[n_groups:n_groups + n_level].copy()
         n_groups += n_level
