@@ -643,10 +643,19 @@ def is_finite(a: DFA) -> bool:
     live = a.transitions >= 0
     if (a.transitions > np.arange(a.n_states)[:, None])[live].all():  # numbered along every path (a literal)
         return True
-    edges = np.unique(np.nonzero(live)[0] * a.n_states + a.transitions[live])
-    source, target = np.divmod(edges, a.n_states)
-    begin = np.searchsorted(source, np.arange(a.n_states + 1))
-    return len(_above_cycles(target.tolist(), begin.tolist())) == a.n_states
+    return bool(finite_after(a)[a.start])
+
+
+def finite_after(a: DFA) -> np.ndarray:
+    """Per state of ``a`` (trimmed), whether finitely many strings lead from it
+    to acceptance: no cycle lies ahead of it."""
+    live = a.transitions >= 0
+    edges = np.unique(a.transitions[live].astype(np.int64) * a.n_states + np.nonzero(live)[0])
+    target, source = np.divmod(edges, a.n_states)  # the edges reversed, by target
+    begin = np.searchsorted(target, np.arange(a.n_states + 1))
+    finite = np.zeros(a.n_states, dtype=bool)
+    finite[_above_cycles(source.tolist(), begin.tolist())] = True  # (no cycle leads to them, reversed)
+    return finite
 
 
 def is_empty(a: DFA) -> bool:

@@ -14,6 +14,7 @@ from constrained.dfa import (
     complement,
     difference,
     empty,
+    finite_after,
     from_regex,
     intersect,
     is_empty,
@@ -121,6 +122,21 @@ def test_too_complex_products_are_refused():
 ])
 def test_is_finite_tells_finite_languages(pattern, finite):
     assert is_finite(from_regex(pattern)) == finite
+
+
+@given(a=regexes)
+def test_finite_after_tells_the_states_with_finitely_many_endings(a):
+    """By the pumping argument: from a state, infinitely many strings reach
+    acceptance exactly when one of some length n..2n-1 does (n states)."""
+    dfa = compile_or_reject(a).dfa
+    n = dfa.n_states
+    step = [np.unique(row[row >= 0]) for row in dfa.transitions]
+    for state, finite in enumerate(finite_after(dfa)):
+        reached, long_accepted = {state}, False
+        for length in range(1, 2 * n):
+            reached = {int(t) for s in reached for t in step[s]}
+            long_accepted |= length >= n and any(dfa.accepting[s] for s in reached)
+        assert finite == (not long_accepted), (a, state)
 
 
 @pytest.mark.parametrize("edges, finite", [
