@@ -46,7 +46,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .constraint import Compiled
-from .dfa import DFA, from_regex, gc_paused
+from .dfa import DFA, finite_after, from_regex, gc_paused, is_finite
 from .errors import ConstrainedError
 from .grammar_index import GrammarIndex
 from .lalr import END, ParseTable, SuffixMemo
@@ -94,14 +94,23 @@ def grammar(
     return Grammar(lk, language, f"grammar from {source} (start={start!r})", lark_lexes=not (terminals or glued), eager=True)
 
 
-def grammar_from_rules(rules: dict, start: str, terminals: dict, ignored: dict, glued=(),
+def grammar_from_rules(rules: dict, start: str, terminals: dict, ignored: dict, glued=(), shadows=None,
                        max_ignored: int = MAX_IGNORED, description: str = "rules") -> "Grammar":
     """A grammar built by a program rather than written: ``rules`` maps each rule
     name to its alternatives (tuples of rule names and names of ``terminals``,
     byte DFAs), ``ignored`` maps the %ignore'd terminals' names to theirs. Lark
     provides the rule objects, and lalr_tables.py builds the LALR(1) parse table
     as lark would (shift/reduce conflicts are refused): lark's own analysis,
-    and reading grammar text, would cost more for a generated grammar."""
+    and reading grammar text, would cost more for a generated grammar.
+
+    ``shadows`` maps a terminal to terminals that shadow it: wherever it is
+    lexed they are too, and a lexeme that both match is emitted as one of them
+    (which the parser may then reject). So a terminal need not cut out the
+    strings of others that must never pass as it: an object's undeclared keys
+    are any string, shadowed by the names it declares (json_schema_rules).
+    The shadows must match finitely many strings, and every unfinished lexeme
+    of the terminal they shadow must have infinitely many endings, so that one
+    is always left to finish it (both are checked)."""
     from lark.grammar import NonTerminal, Rule, Terminal
 
     _check_max_ignored(max_ignored)
@@ -111,13 +120,19 @@ def grammar_from_rules(rules: dict, start: str, terminals: dict, ignored: dict, 
                      - symbol.keys())
     if unknown:
         raise ConstrainedError(f"rules use {unknown}, which are neither rules nor terminals")
+    shadows = {name: frozenset(by) for name, by in (shadows or {}).items()}
+    unknown = sorted(({*shadows} | {t for by in shadows.values() for t in by}) - terminals.keys())
+    if unknown:
+        raise ConstrainedError(f"shadows name {unknown}, which are not terminals")
+    for name, by in shadows.items():
+        _check_shadows(name, terminals[name], {t: terminals[t] for t in by})
     with gc_paused():
         lark_rules = [Rule(symbol[name], [symbol[s] for s in alternative], order=k)
                       for name, alternatives in rules.items()
                       for k, alternative in enumerate(dict.fromkeys(alternatives))]
         table = lalr_table(lark_rules, start)
     analysis = _Analysis([], set(ignored), lark_rules, table)
-    language = _compile(analysis, start, max_ignored, {**terminals, **ignored}, frozenset(glued))
+    language = _compile(analysis, start, max_ignored, {**terminals, **ignored}, frozenset(glued), shadows)
     return Grammar(None, language, description, lark_lexes=False)
 
 
@@ -203,6 +218,19 @@ def _lark_errors(start: str):
         ) from None
 
 
+def _check_shadows(name: str, shadowed: DFA, shadowing: dict) -> None:
+    """Refuse shadows that could leave a lexeme of ``name`` unable to finish:
+    that holds when they are finitely many strings and every unfinished lexeme
+    of ``name`` has infinitely many endings (one the shadows do not take)."""
+    infinite = [t for t, language in shadowing.items() if not is_finite(language)]
+    if infinite:
+        raise ConstrainedError(f"terminals that shadow {name} must match finitely many strings; "
+                               f"{sorted(infinite)} match infinitely many")
+    if (finite_after(shadowed) & ~shadowed.accepting).any():
+        raise ConstrainedError(f"terminal {name} is shadowed, so every unfinished lexeme of it must have "
+                               "infinitely many endings; some have finitely many")
+
+
 @contextmanager
 def _shift_reduce_conflicts(refuse: bool):
     """Lark resolves shift/reduce conflicts as shifts and only logs them: with
@@ -231,8 +259,9 @@ def _shift_reduce_conflicts(refuse: bool):
         raise ConstrainedError(f"the grammar is not LALR(1) (strict mode): a shift/reduce conflict for {found[0]}")
 
 
-def _compile(analysis: _Analysis, start: str, max_ignored: int, terminals: dict, glued=frozenset()) -> "_Language":
-    """The lexer and parse table of an analysed grammar."""
+def _compile(analysis: _Analysis, start: str, max_ignored: int, terminals: dict, glued=frozenset(),
+             shadows=None) -> "_Language":
+    """The lexer and parse table of an analysed grammar (``shadows``: see grammar_from_rules)."""
     defs = {t.name: t for t in analysis.terminals}
     ignored_names = analysis.ignored
     rules = {rule.origin.name for rule in analysis.rules}
@@ -240,6 +269,8 @@ def _compile(analysis: _Analysis, start: str, max_ignored: int, terminals: dict,
     used = set(ignored_names)
     for row in table.states.values():
         used.update(name for name in row if name not in rules and name != "$END")
+    shadows = {name: by for name, by in (shadows or {}).items() if name in used}
+    used.update(*shadows.values())
     missing = sorted(used - defs.keys() - terminals.keys())
     if missing:
         raise ConstrainedError(
@@ -262,7 +293,8 @@ def _compile(analysis: _Analysis, start: str, max_ignored: int, terminals: dict,
         return (-d.priority, -d.pattern.max_width, -len(d.pattern.value), name)
 
     names = sorted(used, key=order)
-    priority = np.array([0 if n in terminals else defs[n].priority for n in names])
+    shadowing = set().union(*shadows.values())
+    priority = np.array([int(n in shadowing) if n in terminals else defs[n].priority for n in names])
     is_str = np.array([n not in terminals and type(defs[n].pattern).__name__ == "PatternStr" for n in names])
     ignored = np.array([n in ignored_names for n in names], dtype=bool)
     choice_order = np.array(sorted(range(len(names)), key=lambda k: (-priority[k], not is_str[k], k)), dtype=np.int64)
@@ -273,8 +305,10 @@ def _compile(analysis: _Analysis, start: str, max_ignored: int, terminals: dict,
             dfas.append(bounded(dfa, max_ignored) if name in ignored_names else dfa)
     glued_ids = frozenset(k for k, name in enumerate(names) if name in glued)
     with gc_paused():  # objects by the hundred thousand, none of them garbage
-        parser = ParseTable(table, start, {name: k for k, name in enumerate(names)})
-        acceptable = _acceptable(parser, frozenset(np.flatnonzero(ignored).tolist()), glued_ids)
+        index = {name: k for k, name in enumerate(names)}
+        parser = ParseTable(table, start, index)
+        shadow_ids = {index[name]: frozenset(index[t] for t in by) for name, by in shadows.items()}
+        acceptable = _acceptable(parser, frozenset(np.flatnonzero(ignored).tolist()), glued_ids, shadow_ids)
         lexer = Lexer(dfas, ignored, choice_order, set(acceptable.values()))
     language = _Language(names, lexer, parser, acceptable)
     if not terminals:  # with DFA terminals lark cannot lex the grammar, so there is nothing to agree with
@@ -283,13 +317,18 @@ def _compile(analysis: _Analysis, start: str, max_ignored: int, terminals: dict,
     return language
 
 
-def _acceptable(parser: ParseTable, ignored: frozenset, glued: frozenset) -> dict:
+def _acceptable(parser: ParseTable, ignored: frozenset, glued: frozenset, shadows: dict) -> dict:
     """Per parser state, the terminals lark's contextual lexer tries there: those
     with an action, and the ignored ones but right after a glued terminal (an LR
-    state is entered by one symbol, so that is known per state)."""
+    state is entered by one symbol, so that is known per state); and those
+    shadowing one of them (``shadows``, terminal ids)."""
     after_glued = {target for actions in parser.actions.values()
                    for term, (shift, target, _) in actions.items() if shift and term in glued}
-    return {state: terms if state in after_glued else terms | ignored for state, terms in parser.acceptable.items()}
+    found = {}
+    for state, terms in parser.acceptable.items():
+        terms = terms if state in after_glued else terms | ignored
+        found[state] = terms.union(*(shadows[t] for t in terms if t in shadows)) if shadows else terms
+    return found
 
 
 def _terminal_dfa(name: str, pattern) -> DFA:
@@ -357,7 +396,7 @@ class _Language:
                 acceptable = self.acceptable[stack[-1]]
                 ignored, actions = self.lexer.ignored, parser.actions[stack[-1]]
                 valid = frozenset(k for k in acceptable  # (a shift never fails: only reductions need feeding)
-                                  if ignored[k] or actions[k][0] or parser.feed(stack, k) is not None)
+                                  if ignored[k] or k in actions and (actions[k][0] or parser.feed(stack, k) is not None))
                 value = (self.lexer.context(acceptable, valid), parser.feed(stack, END) is not None)
                 found = depth(), value
                 self._contexts.put(0, stack, *found)

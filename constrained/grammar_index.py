@@ -359,10 +359,14 @@ class GrammarIndex:
         alone; the few others are walked through the product automaton."""
         components = self.lexer.components[q]
         exits = [self._terminal(k).exits(int(components[k]), self) for k in live]
-        stay_rows = np.array([e[0] for e in exits])
-        stays = np.bitwise_or.reduce(stay_rows)
         valid = ctx.valid[live]
-        inside = stays if valid.all() else np.bitwise_or.reduce(stay_rows[valid]) if valid.any() else self._nothing
+        # A token that stays inside a valid terminal does not leave (one that stays inside invalid ones
+        # only is walked, and found not to).
+        stays = np.bitwise_or.reduce(np.array([e[0] for e, v in zip(exits, valid) if v] or [self._nothing]))
+        inside = stays
+        if ctx.shadowed and not valid.all():
+            inside = self._unshadowed(stays & np.bitwise_or.reduce(np.array([e[0] for e, v in zip(exits, valid) if not v])),
+                                      stays, q, ctx)
         alive_bytes = np.array([e[3] for e in exits])  # per terminal, the first bytes it lets in
         entered = alive_bytes.sum(axis=0)  # per first byte, the terminals it enters
         first_out = self.starting_with(entered == 0)
@@ -394,6 +398,18 @@ class GrammarIndex:
             later[k] = group if other is None else _group(np.concatenate([group.tok, other.tok]), np.concatenate([group.off, other.off]))
         zero_term = int(ctx.choice[q])
         return _Walk(inside, zero_term, first_out if zero_term >= 0 else None, later)
+
+    def _unshadowed(self, suspects: np.ndarray, inside: np.ndarray, q: int, ctx) -> np.ndarray:
+        """``inside`` but the tokens of ``suspects`` (packed: those that keep an
+        invalid terminal alive too) that end where an invalid terminal would be
+        emitted and the lexeme cannot grow on (``ctx.alive_valid`` is false
+        there: a declared name shadowing an undeclared key, see Lexer.context)."""
+        if not suspects.any():
+            return inside
+        tok = self._ids(suspects)
+        ended, end_state = self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, ctx.alive_lark)[:2]
+        dead = ended[~ctx.alive_valid[end_state]]
+        return inside & ~self._pack_ids(dead) if len(dead) else inside
 
     def _first_bytes(self, group: _Group) -> np.ndarray:
         """Each token's first byte in ``group`` (kept on the group)."""

@@ -241,11 +241,11 @@ def json_schema(schema, *, documents: dict | None = None, strict_properties: boo
             raise ConstrainedError(f"{name} is a non-negative integer or None, got {cap!r}")
     max_string_length, max_items = (None if cap is None else int(cap) for cap in (max_string_length, max_items))
     with dfa.gc_paused():  # the builder's objects live until it finishes
-        rules, start, terminals, glued, uncapped = schema_grammar(
+        rules, start, terminals, shadows, glued, uncapped = schema_grammar(
             schemas, root, strict_properties=strict_properties, any_order=property_order == "any",
             max_string_length=max_string_length, max_items=max_items)
     compiled = grammar_from_rules(rules, start, terminals, {"WHITESPACE": whitespace()}, glued=glued,
-                                  max_ignored=max_ignored, description=f"JSON Schema from {source}")
+                                  shadows=shadows, max_ignored=max_ignored, description=f"JSON Schema from {source}")
     compiled.skipped = tuple(schemas.skipped)
     compiled.uncapped = tuple(uncapped)
     compiled.ignored_keywords = tuple(sorted(schemas.ignored))

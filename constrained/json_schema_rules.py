@@ -155,8 +155,8 @@ def _or(parts):
 
 def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = False, any_order: bool = False,
                    max_string_length: int | None = None, max_items: int | None = None):
-    """(rules, start rule, terminal DFAs, glued terminals, messages on where
-    strings are not capped) for the values valid
+    """(rules, start rule, terminal DFAs, the terminals shadowing others,
+    glued terminals, messages on where strings are not capped) for the values valid
     under node ``root``, for grammar_from_rules (whitespace is WHITESPACE);
     ``any_order``: objects with at most ANY_ORDER_KEYS declared keys take them
     in any order; ``max_string_length``, ``max_items``: caps on the string
@@ -177,7 +177,8 @@ def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = Fal
         start = builder.value(context, context)
         builder.run()
     rules = builder.grammar_rules(start)
-    return rules, start, builder.terminal_dfas, builder.glued & builder.terminal_dfas.keys(), builder.uncapped
+    return (rules, start, builder.terminal_dfas, builder.shadows, builder.glued & builder.terminal_dfas.keys(),
+            builder.uncapped)
 
 
 class _TooManyRules(ConstrainedError):
@@ -231,7 +232,8 @@ class _Builder:
         self.rules: dict = {}  # name -> list of alternatives (tuples of symbols)
         self.terminal_dfas: dict = {}  # name -> DFA
         self.glued: set = set()  # terminals inside a long string: no whitespace may follow them
-        self._terminal_names: dict = {}  # DFA digest -> name
+        self.shadows: dict = {}  # name -> the terminals that shadow it (key_terminal)
+        self._terminal_names: dict = {}  # (DFA digest, terminals shadowing it) -> name
         self._names: dict = {}  # key -> rule name
         self._todo: list = []  # (name, function building its alternatives)
         self._alternatives = 0
@@ -265,13 +267,30 @@ class _Builder:
                     "(many combined object schemas, or large counts such as maxItems)")
             self.rules[name] = alternatives
 
-    def terminal(self, language, hint: str) -> str:
-        """The terminal of a DFA; equal languages (minimal DFAs with equal tables) share one."""
-        name = self._terminal_names.get(language.digest)
+    def terminal(self, language, hint: str, shadowed_by: frozenset = frozenset()) -> str:
+        """The terminal of a DFA; equal languages (minimal DFAs with equal tables)
+        share one, unless other terminals shadow them (see ``key_terminal``)."""
+        key = (language.digest, shadowed_by)
+        name = self._terminal_names.get(key)
         if name is None:
-            name = self._terminal_names[language.digest] = f"{hint}{len(self._terminal_names)}"
+            name = self._terminal_names[key] = f"{hint}{len(self._terminal_names)}"
             self.terminal_dfas[name] = language
+            if shadowed_by:
+                self.shadows[name] = shadowed_by
         return name
+
+    def key_terminal(self, product, language) -> str:
+        """The terminal of an undeclared key of ``language``. Where that is any
+        string, the object's declared names are not cut out of it (a DFA of
+        its own per set of names, whose token tables no other object shares):
+        they shadow it instead (grammar_from_rules' ``shadows``): wherever it
+        is lexed, so are the names, and a name wins, so that it never passes as
+        an undeclared key. Every other string stays, so the lexer can always
+        finish an undeclared key that is not a name."""
+        if not product.shadowed:
+            return self.terminal(language, "KEY")
+        names = frozenset(self.terminal(literal, "KEY") for literal in product.key_languages)
+        return self.terminal(language, "KEY", shadowed_by=names)
 
     # Values.
 
@@ -686,7 +705,7 @@ class _Builder:
         failed_before = ([r for k, r in enumerate(requirements) if failed >> k & 1]
                          if cell >= 0 and product.repeatable(cell) else [])
         ids = self._children([r for _, r in alive], failed_before)  # (see _ObjectProduct.repeat_matters)
-        key = self.terminal(key_language, "KEY")
+        key = self.key_terminal(product, key_language) if cell >= 0 else self.terminal(key_language, "KEY")
         too_many = product.count_failures(count + 1)
         alternatives = []
         for child_label in self._labels(ids):
@@ -823,6 +842,8 @@ class _Builder:
             for alt in kept:
                 todo += [s for s in alt if s[0].islower() and s not in rules]
                 used_terminals.update(s for s in alt if s[0].isupper())
+        self.shadows = {n: names for n, names in self.shadows.items() if n in used_terminals}
+        used_terminals.update(*self.shadows.values())
         self.terminal_dfas = {n: d for n, d in self.terminal_dfas.items() if n in used_terminals}
         return rules
 
@@ -1144,6 +1165,7 @@ class _ObjectProduct(_Product):
             self._requirements(lambda language, text=json.dumps(k, ensure_ascii=False).encode(): language.matches(text),
                                name=k)
             for k in keys]
+        self.shadowed = False  # whether undeclared keys are any string, the declared names lexed apart (_cells)
         self.cells = self._cells(strings)
         self._misleading: dict = {}
         self.declaring = [sum(1 << j for j, atom in enumerate(self.sets)
@@ -1174,12 +1196,15 @@ class _ObjectProduct(_Product):
 
     def _cells(self, strings) -> list:
         """The undeclared keys, split into regions where every set asks the same."""
-        rest = _undeclared_names(frozenset(self.keys)) if self.keys else strings
         splitters = []
         for atom, names in zip(self.sets, self.names):
             splitters += [language for _, language, _ in atom.patterns]
             if names is not None:
                 splitters.append(names)
+        if self.keys and not splitters:  # any string, its declared names shadowed (see _Builder.key_terminal)
+            self.shadowed = True
+            return [_Cell(self, strings, frozenset())]
+        rest = _undeclared_names(frozenset(self.keys)) if self.keys else strings
         cells = [(rest, frozenset())] if rest is not None else []
         for splitter in splitters:
             refined = []

@@ -109,15 +109,16 @@ class _TooLarge(Exception):
 class LexContext:
     """The automaton's states as seen with one set of acceptable and valid terminals."""
 
-    __slots__ = ("key", "acceptable", "valid", "alive_lark", "alive_valid", "choice")
+    __slots__ = ("key", "acceptable", "valid", "alive_lark", "alive_valid", "choice", "shadowed")
 
-    def __init__(self, key, acceptable, valid, alive_lark, alive_valid, choice):
+    def __init__(self, key, acceptable, valid, alive_lark, alive_valid, choice, shadowed):
         self.key = key  # a small integer, unique per (acceptable, valid)
         self.acceptable = acceptable  # (terminals,) bool
         self.valid = valid  # (terminals,) bool
         self.alive_lark = alive_lark  # (n + 1,) bool, the sentinel is False
         self.alive_valid = alive_valid  # (n + 1,) bool
         self.choice = choice  # (n + 1,) int: the terminal a complete lexeme is emitted as, -1 for none
+        self.shadowed = shadowed  # whether some state is complete for a valid terminal, but dead (Lexer.context)
 
 
 def _words(bits: np.ndarray) -> np.ndarray:
@@ -128,9 +129,9 @@ def _words(bits: np.ndarray) -> np.ndarray:
 
 
 @compiled("(boolean[::1], boolean[::1], int64[::1], int64[::1], uint64[:, ::1], int64[::1], int64[::1], "
-          "uint64[:, ::1], int64[::1])")
+          "uint64[:, ::1], int64[::1], int32[:, ::1])")
 def _context_arrays(in_lark, in_valid, sole, several, several_words, completing_sole, completing_several,
-                    complete_in_order, choice_order):
+                    complete_in_order, choice_order, trans):
     """(alive_lark, alive_valid, choice) of a ``LexContext`` whose terminals are
     ``in_lark`` and ``in_valid`` (see ``Lexer.__init__`` for the tables)."""
     n_words = several_words.shape[1]
@@ -172,7 +173,24 @@ def _context_arrays(in_lark, in_valid, sole, several, several_words, completing_
                 if in_valid[first]:
                     choice[completing_several[i]] = first
                 break
-    return alive_lark, alive_valid, choice
+    # Where a valid terminal is complete but an invalid one shadows it (is emitted instead), the lexeme
+    # can only grow towards a valid terminal if a byte leads on to a state that can. (States before
+    # such a one are not revisited: a shadowed terminal has other ways to complete, see Lexer.context.)
+    shadowed = False
+    changed = True
+    while changed:
+        changed = False
+        for s in completing_several:
+            if alive_valid[s] and choice[s] < 0:
+                leads_on = False
+                for b in range(256):
+                    if alive_valid[trans[s, b]]:
+                        leads_on = True
+                        break
+                if not leads_on:
+                    alive_valid[s] = False
+                    changed = shadowed = True
+    return alive_lark, alive_valid, choice, shadowed
 
 
 class Lexer:
@@ -355,7 +373,13 @@ class Lexer:
         return members.values, begin.values, levels
 
     def context(self, acceptable: frozenset, valid: frozenset) -> LexContext:
-        """The interned context for these terminal sets (both include the ignored terminals)."""
+        """The interned context for these terminal sets (both include the ignored
+        terminals). A lexeme that an invalid terminal completes with higher
+        priority than a valid one is not valid: where it cannot grow on, its
+        state is dead for the valid terminals too. (Only such states: every
+        state before one is taken to have a lexeme the valid terminal can
+        still complete unshadowed, as a string shadowed by finitely many
+        names has, grammar.grammar_from_rules' ``shadows``.)"""
         ctx = self._contexts.get((acceptable, valid))
         if ctx is None:
             ctx = self._contexts[(acceptable, valid)] = self._new_context(acceptable, valid)
@@ -368,12 +392,12 @@ class Lexer:
         if valid != acceptable:  # (most are)
             in_valid = np.zeros(self.alive.shape[1], dtype=bool)
             in_valid[list(valid)] = True
-        alive_lark, alive_valid, choice = _context_arrays(
+        alive_lark, alive_valid, choice, shadowed = _context_arrays(
             in_lark, in_valid, self._sole, self._several, self._several_words, self._completing_sole,
-            self._completing_several, self._complete_in_order, self.choice_order)
+            self._completing_several, self._complete_in_order, self.choice_order, self.trans)
         if valid == acceptable:
             alive_valid = alive_lark
-        return LexContext(len(self._contexts), in_lark, in_valid, alive_lark, alive_valid, choice)
+        return LexContext(len(self._contexts), in_lark, in_valid, alive_lark, alive_valid, choice, shadowed)
 
     def check_lark_agrees(self, starts: dict, names, is_str, priority) -> None:
         """Refuse terminals that lark's lexer would split differently from the

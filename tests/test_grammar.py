@@ -581,6 +581,40 @@ def test_grammar_from_rules():
         grammar_from_rules(conflicting, "start", {"A": literal(b"a"), "B": literal(b"b")}, {})
 
 
+def test_shadowing_terminals_win_ties_and_leave_no_dead_end(tokenizers):
+    """A terminal's shadows are lexed wherever it is and win a tie, valid or
+    not: a quoted word that is "ab" is the KEYWORD terminal, which the rules never
+    accept, so "ab" may not be finished, and the mask never offers its closing
+    quote (a dead end), while longer words go on as ANY."""
+    from constrained.dfa import from_regex, literal
+    from constrained.grammar import grammar_from_rules
+
+    terminals = {"ANY": from_regex('"[a-z]*"'), "KEYWORD": literal(b'"ab"')}  # ANY comes first by name
+    g = grammar_from_rules({"start": [("ANY",)]}, "start", terminals, {}, shadows={"ANY": ["KEYWORD"]})
+    assert g.matches('"abc"') and g.matches('"a"') and g.matches('""') and not g.matches('"ab"')
+    tokenizer = tokenizers("llama3")
+    vocab = constrained.vocabulary(tokenizer)
+    matcher = g.matcher(tokenizer)
+    for token in encode_exact(tokenizer, '"ab'):
+        matcher.advance(token)
+    mask = matcher.mask()
+    allowed = {text: bool(int(mask[t >> 5]) >> (t & 31) & 1) for t, text in enumerate(vocab.tokens)
+               if text in (b'"', b'c', b'cd')}
+    assert allowed == {b'"': False, b'c': True, b'cd': True}
+    quote = vocab.tokens.index(b'"')
+    assert g.matcher(tokenizer).accepts(encode_exact(tokenizer, '"a') + [quote])
+    assert not g.matcher(tokenizer).accepts(encode_exact(tokenizer, '"ab"'))
+    with pytest.raises(constrained.ConstrainedError, match="shadows name \\['NOPE'\\], which are not terminals"):
+        grammar_from_rules({"start": [("ANY",)]}, "start", terminals, {}, shadows={"ANY": ["NOPE"]})
+    # Refused: a shadow matching infinitely many strings, or a lexeme ('"ab') whose endings the shadows may take.
+    with pytest.raises(constrained.ConstrainedError, match="must match finitely many strings; \\['MANY'\\]"):
+        grammar_from_rules({"start": [("ANY",)]}, "start", {**terminals, "MANY": from_regex('"a+"')}, {},
+                           shadows={"ANY": ["MANY"]})
+    with pytest.raises(constrained.ConstrainedError, match="every unfinished lexeme of it must have infinitely many"):
+        grammar_from_rules({"start": [("ANY",)]}, "start", {**terminals, "ANY": from_regex('"[a-z]{0,2}"')}, {},
+                           shadows={"ANY": ["KEYWORD"]})
+
+
 def test_lalr_tables_of_generated_grammars_are_larks(monkeypatch):
     """Generated grammars get their parse tables from lalr_tables.py rather than
     lark's analysis; they must be exactly lark's (up to state numbers), on schemas
@@ -764,14 +798,24 @@ def test_lexer_contexts_match_their_definition(tokenizers):
     assert len(lexer.dfas) > 128 and len(lexer._several) and len(lexer._completing_sole)
     every = frozenset(range(len(lexer.dfas)))
     some_valid = lexer.context(every, frozenset(k for k in every if k % 3 == 0))  # valid ones fewer than acceptable
+    shadowed = False
     for ctx in list(lexer._contexts.values()) + [some_valid]:
         assert np.array_equal(ctx.alive_lark[:-1], (lexer.alive & ctx.acceptable).any(axis=1))
-        assert np.array_equal(ctx.alive_valid[:-1], (lexer.alive & ctx.valid).any(axis=1))
         complete = lexer.accepting[:, lexer.choice_order] & ctx.acceptable[lexer.choice_order]
         first = lexer.choice_order[complete.argmax(axis=1)]
         expected = np.where(complete.any(axis=1) & ctx.valid[first], first, -1)
         assert np.array_equal(ctx.choice[:-1], expected)
-    assert len(lexer._contexts) > 3
+        # Alive for a valid terminal, but not where an invalid one shadows it and no byte leads on.
+        alive_valid = (lexer.alive & ctx.valid).any(axis=1)
+        while True:
+            leads_on = np.append(alive_valid, False)[lexer.trans[:-1]].any(axis=1)
+            dead = alive_valid & lexer.accepting.any(axis=1) & (ctx.choice[:-1] < 0) & ~leads_on
+            if not dead.any():
+                break
+            alive_valid &= ~dead
+        assert np.array_equal(ctx.alive_valid[:-1], alive_valid)
+        shadowed |= ctx.shadowed
+    assert len(lexer._contexts) > 3 and shadowed  # the declared names shadow the undeclared key
 
 
 def test_a_stack_asked_for_again_reads_as_deep(tokenizers):

@@ -393,6 +393,38 @@ def test_strict_properties_forbids_undeclared_keys():
     assert not accepts(negated, {"a": "x"})
 
 
+def test_declared_names_shadow_the_undeclared_key(tokenizers):
+    """An undeclared key is any string, one terminal whatever the names an
+    object declares (so its token tables serve every schema); the declared
+    names shadow it: lexed as themselves wherever it may come, so that a name
+    never passes as an undeclared key (twice, or out of its turn), and a
+    mask never lets a name be finished where it may not come."""
+    from constrained import json_strings
+
+    schema = {"properties": {"a": {"type": "integer"}, "name": {"type": "string"}}, "required": ["name"]}
+    grammar = compiled(schema)
+    generic = json_strings.string().digest
+    lexer, names = grammar.language.lexer, grammar.language.names
+    assert [names[k] for k, d in enumerate(lexer.dfas) if d.digest == generic and names[k].startswith("KEY")]
+    for text in ['{"name": "x"}', '{"a": 1, "name": "x", "ab": [1], "nam": 2, "names": 3}']:
+        assert valid(schema, json.loads(text)) and grammar.matches(text), text
+    for text in ['{"name": "x", "a": 1}', '{"a": 1, "a": 2, "name": "x"}', '{"name": "x", "name": "y"}',
+                 '{"a": "1", "name": "x"}']:
+        assert not grammar.matches(text), text
+    tokenizer = tokenizers("llama3")
+    vocab = constrained.vocabulary(tokenizer)
+    for prefix, expected in [('{"name": "x", "', {b"ab": True, b"names": True, b"name": True, b"a": True}),
+                             ('{"name": "x", "name', {b'"': False, b'":': False, b"s": True, b'":"': False}),
+                             ('{"name": "x", "a', {b'"': False, b'":': False, b"b": True}),
+                             ('{"a', {b'"': True, b'":': True, b"b": True})]:
+        matcher = grammar.matcher(tokenizer)
+        for token in encode_exact(tokenizer, prefix):
+            matcher.advance(token)
+        mask = matcher.mask()
+        ids = {text: vocab.tokens.index(text) for text in expected}
+        assert {text: bool(int(mask[t >> 5]) >> (t & 31) & 1) for text, t in ids.items()} == expected, prefix
+
+
 @pytest.mark.parametrize("schema", [
     {"properties": {"a": {"type": "integer"}, "é": {"type": "integer"}}},
     {"properties": {"a": {"type": "integer"}}, "patternProperties": {"^[ab]$": {"type": "integer"}}},
