@@ -46,7 +46,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .constraint import Compiled
-from .dfa import DFA, finite_after, from_regex, gc_paused, is_finite
+from .dfa import DFA, finite_after, from_regex, gc_paused, is_finite, is_subset
 from .errors import ConstrainedError
 from .grammar_index import GrammarIndex
 from .lalr import END, ParseTable, SuffixMemo
@@ -94,8 +94,8 @@ def grammar(
     return Grammar(lk, language, f"grammar from {source} (start={start!r})", lark_lexes=not (terminals or glued), eager=True)
 
 
-def grammar_from_rules(rules: dict, start: str, terminals: dict, ignored: dict, glued=(), shadows=None,
-                       max_ignored: int = MAX_IGNORED, description: str = "rules") -> "Grammar":
+def grammar_from_rules(rules: dict, start: str, terminals: dict, ignored: dict, glued=(),
+                       max_ignored: int = MAX_IGNORED, description: str = "rules", shadows=None) -> "Grammar":
     """A grammar built by a program rather than written: ``rules`` maps each rule
     name to its alternatives (tuples of rule names and names of ``terminals``,
     byte DFAs), ``ignored`` maps the %ignore'd terminals' names to theirs. Lark
@@ -104,13 +104,14 @@ def grammar_from_rules(rules: dict, start: str, terminals: dict, ignored: dict, 
     and reading grammar text, would cost more for a generated grammar.
 
     ``shadows`` maps a terminal to terminals that shadow it: wherever it is
-    lexed they are too, and a lexeme that both match is emitted as one of them
-    (which the parser may then reject). So a terminal need not cut out the
-    strings of others that must never pass as it: an object's undeclared keys
-    are any string, shadowed by the names it declares (json_schema_rules).
-    The shadows must match finitely many strings, and every unfinished lexeme
-    of the terminal they shadow must have infinitely many endings, so that one
-    is always left to finish it (both are checked)."""
+    lexed they are too, and a lexeme that one of them matches is emitted as
+    that one (they outrank every terminal), which the parser may then reject.
+    So a terminal need not cut out the strings of others that must never pass
+    as it: an object's undeclared keys are any string, shadowed by the names
+    it declares (json_schema_rules). So that a lexeme can always finish, the
+    shadows must be finitely many strings of the terminal they shadow, and
+    each unfinished lexeme of that terminal must have infinitely many endings
+    (one the shadows leave); these are checked."""
     from lark.grammar import NonTerminal, Rule, Terminal
 
     _check_max_ignored(max_ignored)
@@ -124,8 +125,7 @@ def grammar_from_rules(rules: dict, start: str, terminals: dict, ignored: dict, 
     unknown = sorted(({*shadows} | {t for by in shadows.values() for t in by}) - terminals.keys())
     if unknown:
         raise ConstrainedError(f"shadows name {unknown}, which are not terminals")
-    for name, by in shadows.items():
-        _check_shadows(name, terminals[name], {t: terminals[t] for t in by})
+    _check_shadows(shadows, terminals)
     with gc_paused():
         lark_rules = [Rule(symbol[name], [symbol[s] for s in alternative], order=k)
                       for name, alternatives in rules.items()
@@ -218,17 +218,23 @@ def _lark_errors(start: str):
         ) from None
 
 
-def _check_shadows(name: str, shadowed: DFA, shadowing: dict) -> None:
-    """Refuse shadows that could leave a lexeme of ``name`` unable to finish:
-    that holds when they are finitely many strings and every unfinished lexeme
-    of ``name`` has infinitely many endings (one the shadows do not take)."""
-    infinite = [t for t, language in shadowing.items() if not is_finite(language)]
-    if infinite:
-        raise ConstrainedError(f"terminals that shadow {name} must match finitely many strings; "
-                               f"{sorted(infinite)} match infinitely many")
-    if (finite_after(shadowed) & ~shadowed.accepting).any():
-        raise ConstrainedError(f"terminal {name} is shadowed, so every unfinished lexeme of it must have "
-                               "infinitely many endings; some have finitely many")
+def _check_shadows(shadows: dict, terminals: dict) -> None:
+    """Refuse shadows that could leave a lexeme unable to finish (see
+    grammar_from_rules). Each shadowed language and each shadow is checked
+    once, however many terminals share them."""
+    for name in {terminals[name].digest: name for name in shadows}.values():
+        language = terminals[name]
+        if (finite_after(language) & ~language.accepting).any():
+            raise ConstrainedError(f"terminal {name} is shadowed, so every unfinished lexeme of it must have "
+                                   "infinitely many endings; some have finitely many")
+    pairs = {(terminals[name].digest, terminals[t].digest): (name, t) for name, by in shadows.items() for t in by}
+    for name, t in pairs.values():
+        if not is_finite(terminals[t]):
+            raise ConstrainedError(f"terminal {t} shadows {name}, so it must match finitely many strings; "
+                                   "it matches infinitely many")
+        if not is_subset(terminals[t], terminals[name]):
+            raise ConstrainedError(f"terminal {t} shadows {name}, so each of its strings must be one of {name}'s; "
+                                   "some are not")
 
 
 @contextmanager

@@ -280,15 +280,16 @@ class _Builder:
                 self.shadows[name] = shadowed_by
         return name
 
-    def key_terminal(self, product, language) -> str:
-        """The terminal of an undeclared key of ``language``. Where that is any
-        string, the object's declared names are not cut out of it (a DFA of
-        its own per set of names, whose token tables no other object shares):
-        they shadow it instead (grammar_from_rules' ``shadows``): wherever it
-        is lexed, so are the names, and a name wins, so that it never passes as
-        an undeclared key. Every other string stays, so the lexer can always
-        finish an undeclared key that is not a name."""
-        if not product.shadowed:
+    def key_terminal(self, product, cell: int, language) -> str:
+        """The terminal of a member's key of ``language``: a declared name
+        (``cell`` < 0) or an undeclared key in ``product``'s ``cell``. Where
+        undeclared keys are any string, the object's declared names are not
+        cut out of it (a DFA of its own per set of names, whose token tables no
+        other object shares): they shadow it instead (grammar_from_rules'
+        ``shadows``): wherever it is lexed, so are the names, and a name wins,
+        so that it never passes as an undeclared key. Every other string stays,
+        so the lexer can always finish an undeclared key that is not a name."""
+        if cell < 0 or not product.shadowed:
             return self.terminal(language, "KEY")
         names = frozenset(self.terminal(literal, "KEY") for literal in product.key_languages)
         return self.terminal(language, "KEY", shadowed_by=names)
@@ -706,7 +707,7 @@ class _Builder:
         failed_before = ([r for k, r in enumerate(requirements) if failed >> k & 1]
                          if cell >= 0 and product.repeatable(cell) else [])
         ids = self._children([r for _, r in alive], failed_before)  # (see _ObjectProduct.repeat_matters)
-        key = self.key_terminal(product, key_language) if cell >= 0 else self.terminal(key_language, "KEY")
+        key = self.key_terminal(product, cell, key_language)
         too_many = product.count_failures(count + 1)
         alternatives = []
         for child_label in self._labels(ids):
@@ -1166,8 +1167,13 @@ class _ObjectProduct(_Product):
             self._requirements(lambda language, text=json.dumps(k, ensure_ascii=False).encode(): language.matches(text),
                                name=k)
             for k in keys]
-        self.shadowed = False  # whether undeclared keys are any string, the declared names lexed apart (_cells)
-        self.cells = self._cells(strings)
+        splitters = []  # the languages that tell undeclared keys apart
+        for atom, names in zip(self.sets, self.names):
+            splitters += [language for _, language, _ in atom.patterns] + ([names] if names is not None else [])
+        # Undeclared keys are any string, the declared names shadowing it (see _Builder.key_terminal),
+        # where patternProperties and propertyNames do not split them.
+        self.shadowed = bool(self.keys) and not splitters
+        self.cells = [_Cell(self, strings, frozenset())] if self.shadowed else self._cells(strings, splitters)
         self._misleading: dict = {}
         self.declaring = [sum(1 << j for j, atom in enumerate(self.sets)
                               if name in atom.required or any(name == p[0] for p in atom.properties)) for name in keys]
@@ -1195,16 +1201,9 @@ class _ObjectProduct(_Product):
                 out.append(self.builder.schemas.conjunction(([declared] if declared is not None else []) + matched))
         return out
 
-    def _cells(self, strings) -> list:
-        """The undeclared keys, split into regions where every set asks the same."""
-        splitters = []
-        for atom, names in zip(self.sets, self.names):
-            splitters += [language for _, language, _ in atom.patterns]
-            if names is not None:
-                splitters.append(names)
-        if self.keys and not splitters:  # any string, its declared names shadowed (see _Builder.key_terminal)
-            self.shadowed = True
-            return [_Cell(self, strings, frozenset())]
+    def _cells(self, strings, splitters: list) -> list:
+        """The undeclared keys other than the declared names, split by the
+        ``splitters`` into regions where every set asks the same."""
         rest = _undeclared_names(frozenset(self.keys)) if self.keys else strings
         cells = [(rest, frozenset())] if rest is not None else []
         for splitter in splitters:

@@ -15,7 +15,9 @@ check.
 
 A ``LexContext`` is that automaton seen from one parser situation: which states
 can still grow into a terminal lark's contextual lexer tries there
-(``alive_lark``), into one the parser really shifts (``alive_valid``), and
+(``alive_lark``), into one the parser really shifts (``alive_valid``; not
+where a lexeme is emitted as a terminal the parser rejects and cannot grow
+on, see ``Lexer.context``), and
 which valid terminal a complete lexeme is emitted as (``choice``: higher
 priority first, then a string literal before a regex, then lark's order).
 """
@@ -109,16 +111,16 @@ class _TooLarge(Exception):
 class LexContext:
     """The automaton's states as seen with one set of acceptable and valid terminals."""
 
-    __slots__ = ("key", "acceptable", "valid", "alive_lark", "alive_valid", "choice", "shadowed")
+    __slots__ = ("key", "acceptable", "valid", "alive_lark", "alive_valid", "choice", "outranked")
 
-    def __init__(self, key, acceptable, valid, alive_lark, alive_valid, choice, shadowed):
+    def __init__(self, key, acceptable, valid, alive_lark, alive_valid, choice, outranked):
         self.key = key  # a small integer, unique per (acceptable, valid)
         self.acceptable = acceptable  # (terminals,) bool
         self.valid = valid  # (terminals,) bool
         self.alive_lark = alive_lark  # (n + 1,) bool, the sentinel is False
         self.alive_valid = alive_valid  # (n + 1,) bool
         self.choice = choice  # (n + 1,) int: the terminal a complete lexeme is emitted as, -1 for none
-        self.shadowed = shadowed  # whether some state is complete for a valid terminal, but dead (Lexer.context)
+        self.outranked = outranked  # whether a state complete for a valid terminal is dead (Lexer.context)
 
 
 def _words(bits: np.ndarray) -> np.ndarray:
@@ -132,8 +134,9 @@ def _words(bits: np.ndarray) -> np.ndarray:
           "uint64[:, ::1], int64[::1], int32[:, ::1])")
 def _context_arrays(in_lark, in_valid, sole, several, several_words, completing_sole, completing_several,
                     complete_in_order, choice_order, trans):
-    """(alive_lark, alive_valid, choice) of a ``LexContext`` whose terminals are
-    ``in_lark`` and ``in_valid`` (see ``Lexer.__init__`` for the tables)."""
+    """(alive_lark, alive_valid, choice, outranked) of a ``LexContext`` whose
+    terminals are ``in_lark`` and ``in_valid`` (see ``Lexer.__init__`` for the
+    tables)."""
     n_words = several_words.shape[1]
     lark_words = np.zeros(n_words, np.uint64)
     valid_words = np.zeros(n_words, np.uint64)
@@ -173,10 +176,9 @@ def _context_arrays(in_lark, in_valid, sole, several, several_words, completing_
                 if in_valid[first]:
                     choice[completing_several[i]] = first
                 break
-    # Where a valid terminal is complete but an invalid one shadows it (is emitted instead), the lexeme
-    # can only grow towards a valid terminal if a byte leads on to a state that can. (States before
-    # such a one are not revisited: a shadowed terminal has other ways to complete, see Lexer.context.)
-    shadowed = False
+    # Where a valid terminal is complete but an invalid one outranks it (is emitted instead), the lexeme
+    # is valid only if a byte leads on to a state alive for a valid terminal (see Lexer.context).
+    outranked = False
     changed = True
     while changed:
         changed = False
@@ -189,8 +191,8 @@ def _context_arrays(in_lark, in_valid, sole, several, several_words, completing_
                         break
                 if not leads_on:
                     alive_valid[s] = False
-                    changed = shadowed = True
-    return alive_lark, alive_valid, choice, shadowed
+                    changed = outranked = True
+    return alive_lark, alive_valid, choice, outranked
 
 
 class Lexer:
@@ -374,12 +376,14 @@ class Lexer:
 
     def context(self, acceptable: frozenset, valid: frozenset) -> LexContext:
         """The interned context for these terminal sets (both include the ignored
-        terminals). A lexeme that an invalid terminal completes with higher
-        priority than a valid one is not valid: where it cannot grow on, its
-        state is dead for the valid terminals too. (Only such states: every
-        state before one is taken to have a lexeme the valid terminal can
-        still complete unshadowed, as a string shadowed by finitely many
-        names has, grammar.grammar_from_rules' ``shadows``.)"""
+        terminals). A lexeme complete for a valid terminal but emitted as an
+        invalid one that outranks it (a shadow, grammar.grammar_from_rules) is
+        not valid: where it cannot grow on either, its state is dead for the
+        valid terminals too, and so in turn is a complete state whose every
+        next byte leads to a dead one. States where no terminal is complete
+        are not revisited: where shadows make them so, grammar_from_rules'
+        conditions leave each a lexeme to finish as the terminal shadowed (of
+        infinitely many endings, the shadows take finitely many)."""
         ctx = self._contexts.get((acceptable, valid))
         if ctx is None:
             ctx = self._contexts[(acceptable, valid)] = self._new_context(acceptable, valid)
@@ -392,12 +396,12 @@ class Lexer:
         if valid != acceptable:  # (most are)
             in_valid = np.zeros(self.alive.shape[1], dtype=bool)
             in_valid[list(valid)] = True
-        alive_lark, alive_valid, choice, shadowed = _context_arrays(
+        alive_lark, alive_valid, choice, outranked = _context_arrays(
             in_lark, in_valid, self._sole, self._several, self._several_words, self._completing_sole,
             self._completing_several, self._complete_in_order, self.choice_order, self.trans)
         if valid == acceptable:
             alive_valid = alive_lark
-        return LexContext(len(self._contexts), in_lark, in_valid, alive_lark, alive_valid, choice, shadowed)
+        return LexContext(len(self._contexts), in_lark, in_valid, alive_lark, alive_valid, choice, outranked)
 
     def check_lark_agrees(self, starts: dict, names, is_str, priority) -> None:
         """Refuse terminals that lark's lexer would split differently from the

@@ -19,6 +19,7 @@ from constrained.dfa import (
     intersect,
     is_empty,
     is_finite,
+    is_subset,
     literal,
     minimize,
     union,
@@ -66,6 +67,13 @@ def test_binary_operations_match_the_boolean_combinations(a, b, text):
     ]:
         assert dfa.matches(data) == expected, (a, b, text)
         assert_minimal(dfa)
+
+
+@given(a=regexes, b=regexes)
+def test_is_subset_agrees_with_an_empty_difference(a, b):
+    dfa_a, dfa_b = compile_or_reject(a).dfa, compile_or_reject(b).dfa
+    assert is_subset(dfa_a, dfa_b) == is_empty(difference(dfa_a, dfa_b)), (a, b)
+    assert is_subset(dfa_a, union(dfa_a, dfa_b)) and is_subset(intersect(dfa_a, dfa_b), dfa_b)
 
 
 @given(a=regexes, text=texts)
