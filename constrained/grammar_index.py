@@ -363,10 +363,7 @@ class GrammarIndex:
         # A token that stays inside a valid terminal does not leave (one that stays inside invalid ones
         # only is walked, and found not to).
         stays = np.bitwise_or.reduce(np.array([e[0] for e, v in zip(exits, valid) if v] or [self._nothing]))
-        inside = stays
-        if ctx.outranked and not valid.all():
-            inside = self._not_outranked(stays & np.bitwise_or.reduce(np.array([e[0] for e, v in zip(exits, valid) if not v])),
-                                      stays, q, ctx)
+        inside = self._not_outranked(stays, exits, valid, q, ctx) if ctx.outranked and not valid.all() else stays
         alive_bytes = np.array([e[3] for e in exits])  # per terminal, the first bytes it lets in
         entered = alive_bytes.sum(axis=0)  # per first byte, the terminals it enters
         first_out = self.starting_with(entered == 0)
@@ -399,11 +396,13 @@ class GrammarIndex:
         zero_term = int(ctx.choice[q])
         return _Walk(inside, zero_term, first_out if zero_term >= 0 else None, later)
 
-    def _not_outranked(self, suspects: np.ndarray, inside: np.ndarray, q: int, ctx) -> np.ndarray:
-        """``inside`` but the tokens of ``suspects`` (packed: those that keep an
-        invalid terminal alive too) that end where an invalid terminal would be
-        emitted and the lexeme cannot grow on (``ctx.alive_valid`` is false
-        there, see Lexer.context: a declared name shadowing an undeclared key)."""
+    def _not_outranked(self, inside: np.ndarray, exits: list, valid: np.ndarray, q: int, ctx) -> np.ndarray:
+        """``inside`` (packed: the tokens staying inside a valid terminal) but
+        those, among the ones that keep an invalid terminal alive too, that end
+        where an invalid terminal would be emitted and the lexeme cannot grow
+        on (``ctx.alive_valid`` is false there, see Lexer.context: a declared
+        name shadowing an undeclared key)."""
+        suspects = inside & np.bitwise_or.reduce(np.array([e[0] for e, v in zip(exits, valid) if not v]))
         if not suspects.any():
             return inside
         tok = self._ids(suspects)
