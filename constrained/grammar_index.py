@@ -12,11 +12,13 @@ tokens; for a literal or an enum, from the trie walked below its live nodes
 only; the loops that read bytes are compiled, walks.py). These are
 shared by every grammar using the terminal. A lexer state where several
 terminals are alive combines their exits (``_combine``), so no step walks the
-whole vocabulary (but where most tokens' first bytes enter several of them, as
-in a long string's chunk and tail, one pass over the trie through the lexer's
-automaton costs less: ``_walked_whole``); grammars with the same terminals
-alive in the same states share the combination and the walks of groups from
-there (``_lexer_shape``).
+whole vocabulary; the few tokens whose first byte enters several of them (a
+quote before an object's keys) are walked through the lexer's automaton, once
+for all the contexts with the same acceptable terminals (where most tokens'
+first bytes do, as in a long string's chunk and tail, one pass over the trie
+through the lexer's automaton costs less: ``_walked_whole``); grammars with
+the same terminals alive in the same states share the combination and the
+walks of groups from there (``_lexer_shape``).
 Tokens that leave the lexeme are then followed from the parser
 stack, lexeme after lexeme, in groups by the terminal emitted (only the tokens
 whose next byte some terminal lets in enter the next lexeme: a few percent of a
@@ -66,9 +68,10 @@ _EXITS_KEPT = 4096  # per terminal, states whose exits are kept (the most recent
 _BELOW_STATES = 64  # states below a state whose exits are shared by the automaton below it (_TerminalTokens._below)
 _BELOW_KEPT = 256  # such exits kept per vocabulary (the most recently used)
 _DONORS_TRIED = 8  # per terminal, the most recent states tried as donors (see _TerminalTokens._donor)
-_FEW_LIVE = 4  # lexer states with at most this many terminals alive may be walked whole (GrammarIndex._walked_whole)
 # Token sets larger than this are read in one pass over the trie (~1 ms on Llama 3), not one by one (~25 ns a token).
 _TRIE_WALKED = 40_000
+# Lexer states where at most this many tokens start with a byte that enters several terminals walk them one by one.
+_FEW_SHARED = 500
 
 
 class _Walk:
@@ -145,6 +148,7 @@ class GrammarIndex:
         self._terminals: list = [None] * len(self.lexer.dfas)
         self.words = (vocab.size + 31) // 32
         self._walks: dict = {}
+        self._splits: dict = {}  # (lexer state, acceptable terminals): _first_bytes_shared
         self._nodes: dict = {}
         self._walked: dict = {}  # (group, state): how many contexts walked it so far (see _lexeme_walk)
         self._traces = _Recent(_TRACE_STATES)
@@ -314,7 +318,7 @@ class GrammarIndex:
         terminals, shape = self._lexer_shape(q, ctx)
         hit = self._shared_walks.get(shape)
         if hit is None:
-            if self._shared_first_bytes(q, live) > _TRIE_WALKED:  # _combine would pass over the trie for those too
+            if self._shared_first_bytes(q, ctx, live) > _TRIE_WALKED:  # one pass over the trie costs less than _combine
                 walk = self._walked_whole(q, ctx)
             else:
                 walk = self._combine(q, ctx, live)
@@ -324,15 +328,10 @@ class GrammarIndex:
         inside, zero_bits, zero, later = hit
         return _Walk(inside, terminals[zero] if zero >= 0 else -1, zero_bits, {terminals[j]: g for j, g in later.items()})
 
-    def _shared_first_bytes(self, q: int, live: list) -> int:
+    def _shared_first_bytes(self, q: int, ctx, live: list) -> int:
         """How many tokens start with a byte that enters several of the terminals
-        ``live`` at lexer state q; 0 past _FEW_LIVE terminals (literals, mostly,
-        whose exits are cheap and few tokens share)."""
-        if len(live) > _FEW_LIVE:
-            return 0
-        components, dfas = self.lexer.components[q], self.lexer.dfas
-        entered = sum((dfas[k].transitions[components[k]] >= 0).view(np.uint8) for k in live)
-        return int(self.first_byte_counts[entered > 1].sum())
+        ``live`` at lexer state q."""
+        return int(self.first_byte_counts[self._first_bytes_shared(q, ctx, live)[0] > 1].sum())
 
     def _walked_whole(self, q: int, ctx) -> _Walk:
         """The ``_Walk`` from lexer state q, from one pass over the trie through
@@ -351,58 +350,93 @@ class GrammarIndex:
         return _Walk(inside, zero_term, first_out if zero_term >= 0 else None, later)
 
     def _combine(self, q: int, ctx, live: list) -> _Walk:
-        """The ``_Walk`` from a lexer state where several terminals are alive,
-        from each one's exits: a token stays inside the lexeme if it stays
-        inside one of them, leaves at its first byte if all of them die there, and
-        can leave later only if it completes one of them. Where that one is the
-        only terminal its first byte enters (whitespace before a word), it decides
-        alone; the few others are walked through the product automaton."""
+        """The ``_Walk`` from a lexer state where several terminals are alive.
+        A token whose first byte enters one of them only fares as in that one's
+        exits (whitespace before a word), and a terminal whose first bytes all
+        do so passes its group on whole, keeping its id. The tokens whose first
+        byte enters several (a quote before an object's keys: a few hundred)
+        are walked through the lexer (``_first_bytes_shared``) where they are
+        few; where they are many (letters before keywords and names), they stay
+        inside if they stay inside a valid terminal (``_not_outranked``), and
+        those of the terminals' groups are walked to learn which terminal the
+        lexer emits."""
         components = self.lexer.components[q]
-        exits = [self._terminal(k).exits(int(components[k]), self) for k in live]
-        valid = ctx.valid[live]
-        # A token that stays inside a valid terminal does not leave (one that stays inside invalid ones
-        # only is walked, and found not to).
-        stays = np.bitwise_or.reduce(np.array([e[0] for e, v in zip(exits, valid) if v] or [self._nothing]))
-        inside = self._not_outranked(stays, exits, valid, q, ctx) if ctx.outranked and not valid.all() else stays
-        alive_bytes = np.array([e[3] for e in exits])  # per terminal, the first bytes it lets in
-        entered = alive_bytes.sum(axis=0)  # per first byte, the terminals it enters
-        first_out = self.starting_with(entered == 0)
-        alone = entered == 1  # first bytes that enter one terminal only
-        decides = ~(alive_bytes & ~alone).any(axis=1)  # all its first bytes enter it alone: it decides its group
-        kept, parts, mixed = [], [], []  # groups that go on whole; (tokens, offsets, terminal) of the others
-        for i in np.flatnonzero(decides & valid).tolist():
-            if len(exits[i][2].tok):
-                kept.append((live[i], exits[i][2]))
-        # (An invalid terminal's group adds nothing: a token the lexer emits as a valid one
-        # completes that one where it leaves, so it is in that one's group too.)
-        for i in np.flatnonzero(~decides & valid).tolist():
-            group = exits[i][2]
-            if not len(group.tok):
+        entered, own, shares, walked = self._first_bytes_shared(q, ctx, live)
+        inside, kept, parts, mixed, outranking = [], [], [], [], []
+        for i, k in enumerate(live):
+            if walked is not None and own[i] is None:  # all its tokens were walked
                 continue
-            by_one = alone[self._first_bytes(group)]  # tokens whose first byte enters this terminal only
-            if by_one.all():
-                kept.append((live[i], group))
-            else:
-                parts.append((group.tok[by_one], group.off[by_one], np.full(int(by_one.sum()), live[i])))
-                mixed.append(group.tok[~by_one])
-        mixed = _cat(mixed)
-        if len(mixed):  # tokens whose first byte enters several terminals (most often none)
-            b_tok, b_off, b_state = self._leaving(self._ids(self._pack_ids(mixed) & ~stays), q, ctx.alive_lark)
+            if not ctx.valid[k]:  # a token it emits adds nothing: one the lexer emits as a valid terminal completes
+                # that one where it leaves, so it is in that one's group too
+                if walked is None and shares[i]:
+                    outranking.append(self._terminal(k).exits(int(components[k]), self)[0])
+                continue
+            stays, _, group, _ = self._terminal(k).exits(int(components[k]), self)
+            if not shares[i]:
+                inside.append(stays)
+                if len(group.tok):
+                    kept.append((k, group))
+                continue
+            inside.append(stays if walked is None else stays & self.starting_with(own[i]))
+            if own[i] is None:
+                mixed.append(group.tok)
+                continue
+            by_one = own[i][self._first_bytes(group)]  # tokens whose first byte enters this terminal only
+            parts.append((group.tok[by_one], group.off[by_one], np.full(int(by_one.sum()), k)))
+            mixed.append(group.tok[~by_one])
+        inside = _union(inside, self._nothing)
+        if walked is not None:
+            ended, end_state, b_tok, b_off, b_state = walked
+            inside = inside | self._pack_ids(ended[ctx.alive_valid[end_state]])
             parts.append((b_tok, b_off, ctx.choice[b_state]))
+        else:
+            stays = inside
+            if outranking and ctx.outranked:
+                inside = self._not_outranked(inside, outranking, q, ctx)
+            mixed = _cat(mixed)
+            if len(mixed):
+                b_tok, b_off, b_state = self._leaving(self._ids(self._pack_ids(mixed) & ~stays), q, ctx.alive_lark)
+                parts.append((b_tok, b_off, ctx.choice[b_state]))
         later = self._by_terminal(*(np.concatenate(column) for column in zip(*parts))) if parts else {}
         for k, group in kept:  # a group that goes on whole keeps its id
             other = later.get(k)
             later[k] = group if other is None else _group(np.concatenate([group.tok, other.tok]), np.concatenate([group.off, other.off]))
         zero_term = int(ctx.choice[q])
-        return _Walk(inside, zero_term, first_out if zero_term >= 0 else None, later)
+        return _Walk(inside, zero_term, self.starting_with(entered == 0) if zero_term >= 0 else None, later)
 
-    def _not_outranked(self, inside: np.ndarray, exits: list, valid: np.ndarray, q: int, ctx) -> np.ndarray:
+    def _first_bytes_shared(self, q: int, ctx, live: list) -> tuple:
+        """(per first byte, how many terminals of ``live`` it enters at lexer
+        state q; per terminal, the first bytes that enter it alone (None where
+        none do), and whether others enter it too; and, where at most
+        _FEW_SHARED tokens start with a byte that enters several terminals,
+        those tokens walked from q (``_walk``'s answer), else None). The same
+        for every context with the same acceptable terminals: an object's key
+        positions differ in the names still valid only."""
+        key = (q, ctx.acceptable.tobytes())
+        hit = self._splits.get(key)
+        if hit is None:
+            components, dfas = self.lexer.components[q], self.lexer.dfas
+            alive_bytes = np.array([dfas[k].transitions[components[k]] >= 0 for k in live])
+            entered = alive_bytes.sum(axis=0)
+            own = alive_bytes & (entered == 1)
+            shares = (alive_bytes & (entered > 1)).any(axis=1).tolist()
+            walked = None
+            if self.first_byte_counts[entered > 1].sum() <= _FEW_SHARED:
+                starts = self._first_starts
+                tok = _cat([self._by_first_ids[starts[b]:starts[b + 1]] for b in np.flatnonzero(entered > 1).tolist()])
+                walked = self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, ctx.alive_lark)
+            if len(self._splits) >= _WALK_CACHE:
+                self._splits.clear()
+            hit = self._splits[key] = (entered, [row if row.any() else None for row in own], shares, walked)
+        return hit
+
+    def _not_outranked(self, inside: np.ndarray, outranking: list, q: int, ctx) -> np.ndarray:
         """``inside`` (packed: the tokens staying inside a valid terminal) but
-        those, among the ones that keep an invalid terminal alive too, that end
-        where an invalid terminal would be emitted and the lexeme cannot grow
-        on (``ctx.alive_valid`` is false there, see Lexer.context: a declared
-        name shadowing an undeclared key)."""
-        suspects = inside & np.bitwise_or.reduce(np.array([e[0] for e, v in zip(exits, valid) if not v]))
+        those, among the ones that keep an invalid terminal alive too (in
+        ``outranking``, packed), that end where an invalid terminal would be
+        emitted and the lexeme cannot grow on (``ctx.alive_valid`` is false
+        there, see Lexer.context: a declared name shadowing an undeclared key)."""
+        suspects = inside & _union(outranking, self._nothing)
         if not suspects.any():
             return inside
         tok = self._ids(suspects)
@@ -596,6 +630,16 @@ def _writable(array: np.ndarray) -> np.ndarray:
 
 def _cat(parts) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _union(packed: list, nothing: np.ndarray) -> np.ndarray:
+    """The union of packed token sets (``nothing`` for none)."""
+    if not packed:
+        return nothing
+    found = packed[0].copy()
+    for other in packed[1:]:
+        found |= other
+    return found
 
 
 def _build_vocabulary_tables(vocab: Vocabulary) -> None:

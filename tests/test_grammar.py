@@ -914,7 +914,7 @@ def test_states_walked_whole_agree_with_each_terminals_exits(tokenizers, monkeyp
     assert len(walked_whole) >= 5  # the masks were made so
     compared = 0
     for index, q, ctx, live in seen:
-        if index._shared_first_bytes(q, live) <= gi._TRIE_WALKED:
+        if index._shared_first_bytes(q, ctx, live) <= gi._TRIE_WALKED:
             continue
         compared += 1
         _assert_same_walk(whole(index, q, ctx), index._combine(q, ctx, live))
@@ -950,6 +950,35 @@ def test_combined_exits_agree_with_walking_the_lexer(tokenizers, monkeypatch):
         exits = {k: index._terminal(k).exits(int(index.lexer.components[q, k]), index)[2] for k in live}
         kept_whole += any(combined_walk.later.get(k) is group for k, group in exits.items())
     assert len(seen) >= 3 and kept_whole
+
+
+def test_tokens_walked_at_an_objects_keys_agree_with_walking_the_lexer(tokenizers, monkeypatch):
+    """At an object's keys, the few tokens whose first byte enters several
+    terminals (a quote: every declared name and the undeclared key's string)
+    are walked through the lexer for each set of acceptable terminals, once
+    for all the contexts that differ only in the names still valid
+    (GrammarIndex._first_bytes_shared); inside a key, where many tokens start
+    with a name's next letter, the terminals' exits are combined instead.
+    Both give the walk that one pass over the trie through the lexer gives,
+    with declared names outranking the undeclared key even where they are no
+    longer valid."""
+    import constrained.grammar_index as gi
+
+    tokenizer = tokenizers("llama3")
+    seen = []
+    combined = gi.GrammarIndex._combined
+    monkeypatch.setattr(gi.GrammarIndex, "_combined",
+                        lambda index, q, ctx, live: seen.append((index, q, ctx, live)) or combined(index, q, ctx, live))
+    text = {"type": "string"}
+    schema = constrained.json_schema({"type": "object", "properties": {"name": text, "names": text, "+": text, "nick": text}})
+    document = {"name": "a", "+": "b", "nick": "c", "nam": "d", "n": 1}  # '"+"' is one token, refused once "+" is given
+    assert feed_text(schema.matcher(tokenizer), tokenizer, json.dumps(document))
+    walked = {True: 0, False: 0}
+    for index, q, ctx, live in seen:
+        walked[index._first_bytes_shared(q, ctx, live)[3] is not None] += 1
+        _assert_same_walk(index._walked_whole(q, ctx), index._combine(q, ctx, live))
+    assert walked[True] >= 3 and walked[False] >= 1
+    assert len({index._first_bytes_shared(q, ctx, live)[3] is not None and ctx.key for index, q, ctx, live in seen}) >= 3
 
 
 def test_token_rows_of_large_terminals(tokenizers):
