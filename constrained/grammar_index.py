@@ -12,13 +12,16 @@ tokens; for a literal or an enum, from the trie walked below its live nodes
 only; the loops that read bytes are compiled, walks.py). These are
 shared by every grammar using the terminal. A lexer state where several
 terminals are alive combines their exits (``_combine``), so no step walks the
-whole vocabulary; the few tokens whose first byte enters several of them (a
-quote before an object's keys) are walked through the lexer's automaton, once
-for all the contexts with the same acceptable terminals (where most tokens'
-first bytes do, as in a long string's chunk and tail, one pass over the trie
-through the lexer's automaton costs less: ``_walked_whole``); grammars with
-the same terminals alive in the same states share the combination and the
-walks of groups from there (``_lexer_shape``).
+whole vocabulary. Tokens whose first byte enters several of them are walked
+through the lexer's automaton: where they are few (a quote before an object's
+keys), all of them, once for all the contexts with the same acceptable
+terminals; where there are more (letters inside a key), only those in the
+terminals' groups, the others staying inside as a valid terminal's exits say
+(unless a name that is not valid outranks it there); where most tokens' first
+bytes do (a long string's chunk and tail), one pass over the trie through the
+lexer's automaton costs less (``_walked_whole``). Grammars with the same
+terminals alive in the same states share the combination and the walks of
+groups from there (``_lexer_shape``).
 Tokens that leave the lexeme are then followed from the parser
 stack, lexeme after lexeme, in groups by the terminal emitted (only the tokens
 whose next byte some terminal lets in enter the next lexeme: a few percent of a
@@ -37,6 +40,7 @@ import itertools
 import os
 import weakref
 from collections import OrderedDict
+from typing import NamedTuple
 
 import numpy as np
 
@@ -87,6 +91,18 @@ class _Walk:
 
     def __init__(self, inside, zero_term, zero_bits, later):
         self.inside, self.zero_term, self.zero_bits, self.later = inside, zero_term, zero_bits, later
+
+
+class _Split(NamedTuple):
+    """How the first bytes of tokens split among the terminals alive in a lexer
+    state, for one set of acceptable terminals (``GrammarIndex._split``)."""
+
+    live: list  # the terminals alive there that the set accepts, in the lexer's order
+    entered: np.ndarray  # per first byte, how many of them it enters
+    own: list  # per terminal, the first bytes that enter it and no other (None where none do)
+    shares: list  # per terminal, whether some of its first bytes enter other terminals too
+    walked: tuple | None  # the tokens starting with a byte that enters several, walked from the state (_walk's
+    # answer), where at most _FEW_SHARED tokens do; else None
 
 
 class _Group:
@@ -148,7 +164,7 @@ class GrammarIndex:
         self._terminals: list = [None] * len(self.lexer.dfas)
         self.words = (vocab.size + 31) // 32
         self._walks: dict = {}
-        self._splits: dict = {}  # (lexer state, acceptable terminals): _first_bytes_shared
+        self._splits: dict = {}  # (lexer state, acceptable terminals): _Split
         self._nodes: dict = {}
         self._walked: dict = {}  # (group, state): how many contexts walked it so far (see _lexeme_walk)
         self._traces = _Recent(_TRACE_STATES)
@@ -290,7 +306,7 @@ class GrammarIndex:
             stay, first_out, group, _ = self._terminal(k).exits(int(components[k]), self)
             result = _Walk(stay, int(ctx.choice[q]), first_out, {k: group} if len(group.tok) else {})
         else:
-            result = self._combined(q, ctx, live)
+            result = self._combined(q, ctx)
         if len(self._walks) >= _WALK_CACHE:
             self._walks.clear()
         self._walks[key] = result
@@ -312,26 +328,26 @@ class GrammarIndex:
             hit = self._shapes[key] = (live, tuple((dfas[k].digest, int(components[k]), bool(ctx.valid[k])) for k in live))
         return hit
 
-    def _combined(self, q: int, ctx, live: list) -> _Walk:
+    def _combined(self, q: int, ctx) -> _Walk:
         """``_combine``'s walk, shared by the grammars with the same shape at q
         (``_lexer_shape``): the terminals' exits are asked only where it is not."""
         terminals, shape = self._lexer_shape(q, ctx)
         hit = self._shared_walks.get(shape)
         if hit is None:
-            if self._shared_first_bytes(q, ctx, live) > _TRIE_WALKED:  # one pass over the trie costs less than _combine
+            if self._shared_first_bytes(q, ctx) > _TRIE_WALKED:  # one pass over the trie costs less than _combine
                 walk = self._walked_whole(q, ctx)
             else:
-                walk = self._combine(q, ctx, live)
+                walk = self._combine(q, ctx)
             place = {k: j for j, k in enumerate(terminals)}  # a terminal's place in the shape
             hit = (walk.inside, walk.zero_bits, place.get(walk.zero_term, -1), {place[k]: g for k, g in walk.later.items()})
             self._shared_walks.put(shape, hit, _nbytes(walk.inside, walk.later.values()))
         inside, zero_bits, zero, later = hit
         return _Walk(inside, terminals[zero] if zero >= 0 else -1, zero_bits, {terminals[j]: g for j, g in later.items()})
 
-    def _shared_first_bytes(self, q: int, ctx, live: list) -> int:
+    def _shared_first_bytes(self, q: int, ctx) -> int:
         """How many tokens start with a byte that enters several of the terminals
-        ``live`` at lexer state q."""
-        return int(self.first_byte_counts[self._first_bytes_shared(q, ctx, live)[0] > 1].sum())
+        alive at lexer state q that ``ctx`` accepts."""
+        return int(self.first_byte_counts[self._split(q, ctx).entered > 1].sum())
 
     def _walked_whole(self, q: int, ctx) -> _Walk:
         """The ``_Walk`` from lexer state q, from one pass over the trie through
@@ -349,19 +365,19 @@ class GrammarIndex:
         first_out = self.starting_with(~ctx.alive_lark[self.lexer.trans[q]])
         return _Walk(inside, zero_term, first_out if zero_term >= 0 else None, later)
 
-    def _combine(self, q: int, ctx, live: list) -> _Walk:
+    def _combine(self, q: int, ctx) -> _Walk:
         """The ``_Walk`` from a lexer state where several terminals are alive.
         A token whose first byte enters one of them only fares as in that one's
         exits (whitespace before a word), and a terminal whose first bytes all
         do so passes its group on whole, keeping its id. The tokens whose first
         byte enters several (a quote before an object's keys: a few hundred)
-        are walked through the lexer (``_first_bytes_shared``) where they are
-        few; where they are many (letters before keywords and names), they stay
-        inside if they stay inside a valid terminal (``_not_outranked``), and
-        those of the terminals' groups are walked to learn which terminal the
-        lexer emits."""
+        are walked through the lexer where they are few (``_split``); where
+        they are many (letters before keywords and names), they stay inside if
+        they stay inside a valid terminal (``_not_outranked``), and those of
+        the terminals' groups are walked to learn which terminal the lexer
+        emits."""
         components = self.lexer.components[q]
-        entered, own, shares, walked = self._first_bytes_shared(q, ctx, live)
+        live, entered, own, shares, walked = self._split(q, ctx)
         inside, kept, parts, mixed, outranking = [], [], [], [], []
         for i, k in enumerate(live):
             if walked is not None and own[i] is None:  # all its tokens were walked
@@ -383,7 +399,8 @@ class GrammarIndex:
                 continue
             by_one = own[i][self._first_bytes(group)]  # tokens whose first byte enters this terminal only
             parts.append((group.tok[by_one], group.off[by_one], np.full(int(by_one.sum()), k)))
-            mixed.append(group.tok[~by_one])
+            if walked is None:
+                mixed.append(group.tok[~by_one])
         inside = _union(inside, self._nothing)
         if walked is not None:
             ended, end_state, b_tok, b_off, b_state = walked
@@ -398,28 +415,22 @@ class GrammarIndex:
                 b_tok, b_off, b_state = self._leaving(self._ids(self._pack_ids(mixed) & ~stays), q, ctx.alive_lark)
                 parts.append((b_tok, b_off, ctx.choice[b_state]))
         later = self._by_terminal(*(np.concatenate(column) for column in zip(*parts))) if parts else {}
-        for k, group in kept:  # a group that goes on whole keeps its id
-            other = later.get(k)
-            later[k] = group if other is None else _group(np.concatenate([group.tok, other.tok]), np.concatenate([group.off, other.off]))
+        later.update(kept)  # (no token of the others is emitted as one of these: it dies at its first byte)
         zero_term = int(ctx.choice[q])
         return _Walk(inside, zero_term, self.starting_with(entered == 0) if zero_term >= 0 else None, later)
 
-    def _first_bytes_shared(self, q: int, ctx, live: list) -> tuple:
-        """(per first byte, how many terminals of ``live`` it enters at lexer
-        state q; per terminal, the first bytes that enter it alone (None where
-        none do), and whether others enter it too; and, where at most
-        _FEW_SHARED tokens start with a byte that enters several terminals,
-        those tokens walked from q (``_walk``'s answer), else None). The same
-        for every context with the same acceptable terminals: an object's key
-        positions differ in the names still valid only."""
+    def _split(self, q: int, ctx) -> _Split:
+        """The ``_Split`` at lexer state q for ctx's acceptable terminals: the same
+        for every context with those (an object's key positions differ in the
+        names still valid only), so they share it, and its walk."""
         key = (q, ctx.acceptable.tobytes())
         hit = self._splits.get(key)
         if hit is None:
+            live = [k for k in self.lexer.alive_terminals[q] if ctx.acceptable[k]]
             components, dfas = self.lexer.components[q], self.lexer.dfas
             alive_bytes = np.array([dfas[k].transitions[components[k]] >= 0 for k in live])
             entered = alive_bytes.sum(axis=0)
             own = alive_bytes & (entered == 1)
-            shares = (alive_bytes & (entered > 1)).any(axis=1).tolist()
             walked = None
             if self.first_byte_counts[entered > 1].sum() <= _FEW_SHARED:
                 starts = self._first_starts
@@ -427,7 +438,8 @@ class GrammarIndex:
                 walked = self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, ctx.alive_lark)
             if len(self._splits) >= _WALK_CACHE:
                 self._splits.clear()
-            hit = self._splits[key] = (entered, [row if row.any() else None for row in own], shares, walked)
+            hit = self._splits[key] = _Split(live, entered, [row if row.any() else None for row in own],
+                                             (alive_bytes & (entered > 1)).any(axis=1).tolist(), walked)
         return hit
 
     def _not_outranked(self, inside: np.ndarray, outranking: list, q: int, ctx) -> np.ndarray:

@@ -904,7 +904,7 @@ def test_states_walked_whole_agree_with_each_terminals_exits(tokenizers, monkeyp
     seen, walked_whole = [], []
     combined, whole = gi.GrammarIndex._combined, gi.GrammarIndex._walked_whole
     monkeypatch.setattr(gi.GrammarIndex, "_combined",
-                        lambda index, q, ctx, live: seen.append((index, q, ctx, live)) or combined(index, q, ctx, live))
+                        lambda index, q, ctx: seen.append((index, q, ctx)) or combined(index, q, ctx))
     monkeypatch.setattr(gi.GrammarIndex, "_walked_whole",
                         lambda index, q, ctx: walked_whole.append(q) or whole(index, q, ctx))
     schema = constrained.json_schema({"type": "object", "properties": {
@@ -913,11 +913,11 @@ def test_states_walked_whole_agree_with_each_terminals_exits(tokenizers, monkeyp
     assert feed_text(schema.matcher(tokenizer), tokenizer, json.dumps({"note": text, "code": text[:69]}))
     assert len(walked_whole) >= 5  # the masks were made so
     compared = 0
-    for index, q, ctx, live in seen:
-        if index._shared_first_bytes(q, ctx, live) <= gi._TRIE_WALKED:
+    for index, q, ctx in seen:
+        if index._shared_first_bytes(q, ctx) <= gi._TRIE_WALKED:
             continue
         compared += 1
-        _assert_same_walk(whole(index, q, ctx), index._combine(q, ctx, live))
+        _assert_same_walk(whole(index, q, ctx), index._combine(q, ctx))
     assert compared >= len(set(walked_whole))
 
 
@@ -934,7 +934,7 @@ def test_combined_exits_agree_with_walking_the_lexer(tokenizers, monkeypatch):
     seen = []
     combined = gi.GrammarIndex._combined
     monkeypatch.setattr(gi.GrammarIndex, "_combined",
-                        lambda index, q, ctx, live: seen.append((index, q, ctx, live)) or combined(index, q, ctx, live))
+                        lambda index, q, ctx: seen.append((index, q, ctx)) or combined(index, q, ctx))
     g = constrained.grammar("""
         start: stmt+
         stmt: ("if" | "int" | "i") NAME ";" | NAME ("=" | "in") NAME ";" | NUMBER ";"
@@ -944,10 +944,10 @@ def test_combined_exits_agree_with_walking_the_lexer(tokenizers, monkeypatch):
     """)
     assert feed_text(g.matcher(tokenizer), tokenizer, "if x; int y; integer = inn; i j; 12; ink in ifs;")
     kept_whole = 0
-    for index, q, ctx, live in seen:
-        combined_walk = index._combine(q, ctx, live)
+    for index, q, ctx in seen:
+        combined_walk = index._combine(q, ctx)
         _assert_same_walk(index._walked_whole(q, ctx), combined_walk)
-        exits = {k: index._terminal(k).exits(int(index.lexer.components[q, k]), index)[2] for k in live}
+        exits = {k: index._terminal(k).exits(int(index.lexer.components[q, k]), index)[2] for k in index._split(q, ctx).live}
         kept_whole += any(combined_walk.later.get(k) is group for k, group in exits.items())
     assert len(seen) >= 3 and kept_whole
 
@@ -957,7 +957,7 @@ def test_tokens_walked_at_an_objects_keys_agree_with_walking_the_lexer(tokenizer
     terminals (a quote: every declared name and the undeclared key's string)
     are walked through the lexer for each set of acceptable terminals, once
     for all the contexts that differ only in the names still valid
-    (GrammarIndex._first_bytes_shared); inside a key, where many tokens start
+    (GrammarIndex._split); inside a key, where many tokens start
     with a name's next letter, the terminals' exits are combined instead.
     Both give the walk that one pass over the trie through the lexer gives,
     with declared names outranking the undeclared key even where they are no
@@ -968,17 +968,20 @@ def test_tokens_walked_at_an_objects_keys_agree_with_walking_the_lexer(tokenizer
     seen = []
     combined = gi.GrammarIndex._combined
     monkeypatch.setattr(gi.GrammarIndex, "_combined",
-                        lambda index, q, ctx, live: seen.append((index, q, ctx, live)) or combined(index, q, ctx, live))
+                        lambda index, q, ctx: seen.append((index, q, ctx)) or combined(index, q, ctx))
     text = {"type": "string"}
     schema = constrained.json_schema({"type": "object", "properties": {"name": text, "names": text, "+": text, "nick": text}})
-    document = {"name": "a", "+": "b", "nick": "c", "nam": "d", "n": 1}  # '"+"' is one token, refused once "+" is given
+    # '"+"' is one token, refused once "+" is given; inside "+x" the used name shares the closing quote
+    document = {"name": "a", "+": "b", "nick": "c", "nam": "d", "+x": 1}
     assert feed_text(schema.matcher(tokenizer), tokenizer, json.dumps(document))
-    walked = {True: 0, False: 0}
-    for index, q, ctx, live in seen:
-        walked[index._first_bytes_shared(q, ctx, live)[3] is not None] += 1
-        _assert_same_walk(index._walked_whole(q, ctx), index._combine(q, ctx, live))
-    assert walked[True] >= 3 and walked[False] >= 1
-    assert len({index._first_bytes_shared(q, ctx, live)[3] is not None and ctx.key for index, q, ctx, live in seen}) >= 3
+    contexts = {True: set(), False: set()}  # per path (walked or not), the contexts per split
+    for index, q, ctx in seen:
+        split = index._split(q, ctx)
+        contexts[split.walked is not None].add((id(split), ctx.key))
+        _assert_same_walk(index._walked_whole(q, ctx), index._combine(q, ctx))
+    assert len(contexts[True]) >= 3 and len(contexts[False]) >= 1
+    splits_walked = [split for split, _ in contexts[True]]
+    assert max(splits_walked.count(split) for split in splits_walked) >= 2  # a walk that several contexts read
 
 
 def test_token_rows_of_large_terminals(tokenizers):
@@ -1116,8 +1119,8 @@ def test_grammars_share_walks_from_the_same_terminals(tokenizers, monkeypatch):
             else:
                 inside, later = sorted(walk_or_node[0].tolist()), walk_or_node[1]
             return {names[k]: _content(g) for k, g in later.items()}, inside, start
-        monkeypatch.setattr(gi.GrammarIndex, "_combined", lambda index, q, ctx, live: found.append(
-            named(index, walk := combined(index, q, ctx, live), index.lexer.components[q, live].tolist())) or walk)
+        monkeypatch.setattr(gi.GrammarIndex, "_combined", lambda index, q, ctx: found.append(
+            named(index, walk := combined(index, q, ctx), index.lexer.components[q, index._split(q, ctx).live].tolist())) or walk)
         monkeypatch.setattr(gi.GrammarIndex, "_lexeme", lambda index, key, group, q, ctx: found.append(
             named(index, node := lexeme(index, key, group, q, ctx), _content(group))) or node)
         matcher = constrained.json_schema(schema).matcher(tokenizer)
