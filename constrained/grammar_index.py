@@ -99,10 +99,10 @@ class _Split(NamedTuple):
 
     live: list  # the terminals alive there that the set accepts, in the lexer's order
     entered: np.ndarray  # per first byte, how many of them it enters
+    n_shared: int  # how many tokens start with a byte that enters several
     own: list  # per terminal, the first bytes that enter it and no other (None where none do)
     shares: list  # per terminal, whether some of its first bytes enter other terminals too
-    walked: tuple | None  # the tokens starting with a byte that enters several, walked from the state (_walk's
-    # answer), where at most _FEW_SHARED tokens do; else None
+    walked: tuple | None  # those tokens walked from the state (_walk's answer), where at most _FEW_SHARED; else None
 
 
 class _Group:
@@ -334,7 +334,7 @@ class GrammarIndex:
         terminals, shape = self._lexer_shape(q, ctx)
         hit = self._shared_walks.get(shape)
         if hit is None:
-            if self._shared_first_bytes(q, ctx) > _TRIE_WALKED:  # one pass over the trie costs less than _combine
+            if self._split(q, ctx).n_shared > _TRIE_WALKED:  # one pass over the trie costs less than _combine
                 walk = self._walked_whole(q, ctx)
             else:
                 walk = self._combine(q, ctx)
@@ -343,11 +343,6 @@ class GrammarIndex:
             self._shared_walks.put(shape, hit, _nbytes(walk.inside, walk.later.values()))
         inside, zero_bits, zero, later = hit
         return _Walk(inside, terminals[zero] if zero >= 0 else -1, zero_bits, {terminals[j]: g for j, g in later.items()})
-
-    def _shared_first_bytes(self, q: int, ctx) -> int:
-        """How many tokens start with a byte that enters several of the terminals
-        alive at lexer state q that ``ctx`` accepts."""
-        return int(self.first_byte_counts[self._split(q, ctx).entered > 1].sum())
 
     def _walked_whole(self, q: int, ctx) -> _Walk:
         """The ``_Walk`` from lexer state q, from one pass over the trie through
@@ -377,14 +372,14 @@ class GrammarIndex:
         the terminals' groups are walked to learn which terminal the lexer
         emits."""
         components = self.lexer.components[q]
-        live, entered, own, shares, walked = self._split(q, ctx)
+        live, entered, _, own, shares, walked = self._split(q, ctx)
         inside, kept, parts, mixed, outranking = [], [], [], [], []
         for i, k in enumerate(live):
             if walked is not None and own[i] is None:  # all its tokens were walked
                 continue
             if not ctx.valid[k]:  # a token it emits adds nothing: one the lexer emits as a valid terminal completes
                 # that one where it leaves, so it is in that one's group too
-                if walked is None and shares[i]:
+                if walked is None and shares[i] and ctx.outranked:
                     outranking.append(self._terminal(k).exits(int(components[k]), self)[0])
                 continue
             stays, _, group, _ = self._terminal(k).exits(int(components[k]), self)
@@ -408,7 +403,7 @@ class GrammarIndex:
             parts.append((b_tok, b_off, ctx.choice[b_state]))
         else:
             stays = inside
-            if outranking and ctx.outranked:
+            if outranking:
                 inside = self._not_outranked(inside, outranking, q, ctx)
             mixed = _cat(mixed)
             if len(mixed):
@@ -431,14 +426,13 @@ class GrammarIndex:
             alive_bytes = np.array([dfas[k].transitions[components[k]] >= 0 for k in live])
             entered = alive_bytes.sum(axis=0)
             own = alive_bytes & (entered == 1)
+            n_shared = int(self.first_byte_counts[entered > 1].sum())
             walked = None
-            if self.first_byte_counts[entered > 1].sum() <= _FEW_SHARED:
-                starts = self._first_starts
-                tok = _cat([self._by_first_ids[starts[b]:starts[b + 1]] for b in np.flatnonzero(entered > 1).tolist()])
-                walked = self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, ctx.alive_lark)
+            if n_shared <= _FEW_SHARED:
+                walked = self._walk(self._ids(self.starting_with(entered > 1)), None, q, ctx.alive_lark)
             if len(self._splits) >= _WALK_CACHE:
                 self._splits.clear()
-            hit = self._splits[key] = _Split(live, entered, [row if row.any() else None for row in own],
+            hit = self._splits[key] = _Split(live, entered, n_shared, [row if row.any() else None for row in own],
                                              (alive_bytes & (entered > 1)).any(axis=1).tolist(), walked)
         return hit
 
@@ -452,7 +446,7 @@ class GrammarIndex:
         if not suspects.any():
             return inside
         tok = self._ids(suspects)
-        ended, end_state = self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, ctx.alive_lark)[:2]
+        ended, end_state = self._walk(tok, None, q, ctx.alive_lark)[:2]
         dead = ended[~ctx.alive_valid[end_state]]
         return inside & ~self._pack_ids(dead) if len(dead) else inside
 
@@ -562,7 +556,7 @@ class GrammarIndex:
         token leaves q (``walks.trie_exits``), reading shared prefixes once."""
         trans = self.lexer.trans if trans is None else trans
         if len(tok) <= _TRIE_WALKED:
-            return self._walk(tok, np.zeros(len(tok), dtype=np.int64), q, alive, trans)[2:]
+            return self._walk(tok, None, q, alive, trans)[2:]
         off, before = self._trie_pass(q, alive, trans)
         tok = tok[off[tok] >= 0]
         return tok, off[tok], before[tok]
@@ -586,11 +580,13 @@ class GrammarIndex:
         return found
 
     def _walk(self, tok, off, q: int, alive, trans=None):
-        """Walk tokens ``tok`` from byte ``off`` in state ``q`` of ``trans`` (the
-        lexer's by default) until each ends (-> ended tokens and their states) or
-        leaves the lexeme, where ``alive`` turns false (-> token, offset of the byte
-        that does not fit, state before it): see ``walks.token_walk``."""
+        """Walk tokens ``tok`` from byte ``off`` (None: their first) in state ``q``
+        of ``trans`` (the lexer's by default) until each ends (-> ended tokens and
+        their states) or leaves the lexeme, where ``alive`` turns false (-> token,
+        offset of the byte that does not fit, state before it): see
+        ``walks.token_walk``."""
         trans = self.lexer.trans if trans is None else trans
+        off = np.zeros(len(tok), dtype=np.int64) if off is None else off
         return token_walk(self._data, self._starts, self.lengths, trans, alive, tok, off, q)
 
 

@@ -47,9 +47,10 @@ Lexing stays unambiguous because the terminals a parser state accepts are
 disjoint (or, for string chunks and tails, a greedy longest match is right;
 or an object's undeclared key is any string and its declared names shadow
 it: the names win, see _Builder.key_terminal), and because every rule that
-several places share is followed by punctuation only: LALR merges the lookaheads of a shared rule's end, so a rule followed
-by DFA terminals in one place and other, overlapping ones elsewhere would let
-the lexer pick a terminal that is wrong for the stack at hand.
+several places share is followed by punctuation only: LALR merges the
+lookaheads of a shared rule's end, so a rule followed by DFA terminals in one
+place and other, overlapping ones elsewhere would let the lexer pick a
+terminal that is wrong for the stack at hand.
 """
 
 import json
