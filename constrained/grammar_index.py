@@ -49,8 +49,8 @@ from .index import walk_trie
 from .lalr import SuffixMemo
 from .models import cache_dir
 from .vocab import Vocabulary, padded_bytes
-from .walks import (exits_like, narrow_walk, numbered_below, pack_ids, token_walk, trace_read, trace_tokens, trie_exits,
-                    trie_row, unpack_ids)
+from .walks import (by_terminal, entering_tokens, exits_like, narrow_walk, next_two_bytes, numbered_below, pack_ids,
+                    token_walk, trace_read, trace_tokens, trie_exits, trie_row, unpack_ids)
 
 _MASK_CACHE = 50_000  # masks kept per grammar and vocabulary, keyed by stack suffix (equal masks share one array)
 _FOLLOW_CACHE = 50_000  # groups followed through the lexemes after them, keyed likewise
@@ -111,11 +111,11 @@ class _Group:
     only on the group and the lexeme's state and context, however the tokens got
     there."""
 
-    __slots__ = ("id", "tok", "off", "next_byte", "first_byte")
+    __slots__ = ("id", "tok", "off", "next_bytes", "first_byte")
 
     def __init__(self, id, tok, off):
         self.id, self.tok, self.off = id, tok, off
-        self.next_byte = None  # each token's byte at its offset, once a lexeme asks (GrammarIndex._entering)
+        self.next_bytes = None  # each token's next two bytes, once a lexeme asks (GrammarIndex._entering)
         self.first_byte = None  # each token's first byte, once a combination of terminals asks (GrammarIndex._combine)
 
 
@@ -519,15 +519,17 @@ class GrammarIndex:
         return accepted, self._by_terminal(b_tok, b_off, ctx.choice[b_state])
 
     def _entering(self, group: _Group, q: int):
-        """(tokens, offsets) of the tokens of ``group`` whose next byte some
-        terminal lets in from lexer state q, where a lexeme starts. The others
-        (most: a group holds every token that goes on after a lexeme) die
-        before any terminal completes (none matches the empty string: grammar.py
-        refuses such terminals), so no walk need read them."""
-        if group.next_byte is None:
-            group.next_byte = np.take(self._data, self._starts[group.tok] + group.off)
-        enters = self.lexer.trans[q] < self.lexer.n_states
-        kept = np.flatnonzero(enters[group.next_byte])
+        """(tokens, offsets) of the tokens of ``group`` that may get past the
+        first lexeme from lexer state q, where a lexeme starts: those whose next
+        byte some terminal lets in, and, where no terminal is complete after
+        that byte, whose byte after it keeps one alive (``walks.entering_tokens``).
+        The others (most: a group holds every token that goes on after a
+        lexeme, and after " t" few go on as "true" does) die before any
+        terminal completes (none matches the empty string: grammar.py refuses
+        such terminals), so no walk need read them."""
+        if group.next_bytes is None:
+            group.next_bytes = next_two_bytes(self._data, self._starts, self.lengths, group.tok, group.off)
+        kept = entering_tokens(*group.next_bytes, self.lexer.trans, self.lexer.completes, q)
         return group.tok[kept], group.off[kept]
 
     def _trace(self, group: _Group, q: int) -> _Trace:
@@ -571,13 +573,11 @@ class GrammarIndex:
 
     def _by_terminal(self, tok, off, term) -> dict:
         """{terminal: _Group} for tokens leaving a lexeme emitted as ``term`` (-1: dropped)."""
-        found = {}
         if not len(term):  # (a third of the time)
-            return found
-        for t in (np.flatnonzero(np.bincount(term + 1)[1:])).tolist():
-            emitted = term == t
-            found[t] = _group(tok[emitted], off[emitted])
-        return found
+            return {}
+        terms, bounds, tok, off = by_terminal(_int64(tok), _int64(off), _int64(term))
+        bounds = bounds.tolist()
+        return {t: _group(tok[a:b], off[a:b]) for t, a, b in zip(terms.tolist(), bounds, bounds[1:])}
 
     def _walk(self, tok, off, q: int, alive, trans=None):
         """Walk tokens ``tok`` from byte ``off`` (None: their first) in state ``q``
@@ -627,7 +627,12 @@ def _group(tok: np.ndarray, off: np.ndarray) -> _Group:
     digest = hashlib.sha256(str(len(tok)).encode())
     digest.update(tok.astype(np.int32))
     digest.update(off.astype(np.int32))
-    return _Group(digest.digest(), np.ascontiguousarray(tok, dtype=np.int64), np.ascontiguousarray(off, dtype=np.int64))
+    return _Group(digest.digest(), _int64(tok), _int64(off))
+
+
+def _int64(array: np.ndarray) -> np.ndarray:
+    """``array`` as contiguous int64, the type the compiled loops take."""
+    return np.ascontiguousarray(array, dtype=np.int64)
 
 
 def _writable(array: np.ndarray) -> np.ndarray:

@@ -288,6 +288,7 @@ class Lexer:
         self.alive = comps >= 0
         self.alive_terminals = alive_terminals + [[]]  # the sentinel's: none
         self.accepting = accepting
+        self.completes = np.append(accepting.any(axis=1), False)  # per state, whether some terminal is complete
         self.trans = trans
         # For contexts: per state, its one live terminal (-1: several; the sentinel: none), as most
         # states have one; the others' live terminals as bits; the states where some terminal is

@@ -1,6 +1,8 @@
 """The loops of a mask that read tokens byte by byte through an automaton: a group
-of tokens walked through a lexeme (``token_walk``), or traced once for every
-context (``trace_tokens``) and read off by each (``trace_read``); the trie
+of tokens sifted by their next two bytes (``next_two_bytes``,
+``entering_tokens``), walked through a lexeme (``token_walk``), or traced once
+for every context (``trace_tokens``) and read off by each (``trace_read``), and
+those that leave it sorted by the terminal emitted (``by_terminal``); the trie
 walked below the nodes a state keeps alive (``narrow_walk``), or whole, for
 where every token leaves a state (``trie_exits``), a large terminal's state
 after every token (``trie_row``) or a small automaton's states after every
@@ -83,6 +85,74 @@ def token_walk(data, starts, lengths, trans, alive, tok, off, q):
     n_ended = n - int(left.sum())
     ended, leaving = order[:n_ended], order[n_ended:]
     return tok[ended], state[ended], tok[leaving], pos[leaving], state[leaving]
+
+
+@compiled("(uint8[::1], int64[::1], int64[::1], int64[::1], int64[::1])")
+def next_two_bytes(data, starts, lengths, tok, off):
+    """Each token's byte at its offset, and the byte after it (256 where the
+    token ends there), for ``entering_tokens``."""
+    first = np.empty(len(tok), np.int16)
+    second = np.empty(len(tok), np.int16)
+    for i in range(len(tok)):
+        at = starts[tok[i]] + off[i]
+        first[i] = data[at]
+        second[i] = data[at + 1] if off[i] + 1 < lengths[tok[i]] else 256
+    return first, second
+
+
+@compiled("(int16[::1], int16[::1], int32[:, ::1], boolean[::1], int64)")
+def entering_tokens(first, second, trans, completes, q):
+    """The places of the tokens worth walking from a fresh lexeme in state q,
+    given each one's next two bytes (``next_two_bytes``). A token is left out
+    where its next byte enters no terminal, or where that byte reaches a state
+    in which no terminal is complete (``completes``) and the byte after it
+    enters none: the lexeme dies there without emitting anything, so the walk
+    would drop the token."""
+    dead = trans.shape[0] - 1
+    kept = np.empty(len(first), np.int64)
+    n = 0
+    for i in range(len(first)):
+        s = trans[q, first[i]]
+        if s != dead and (completes[s] or second[i] == 256 or trans[s, second[i]] != dead):
+            kept[n] = i
+            n += 1
+    return kept[:n].copy()
+
+
+@compiled("(int64[::1], int64[::1], int64[::1])")
+def by_terminal(tok, off, term):
+    """Tokens leaving a lexeme, by the terminal each is emitted as (``term``,
+    -1: dropped): (the terminals, ascending; where each one's tokens begin in
+    the next two arrays, and the end; the tokens and their offsets, by
+    terminal, each terminal's in their order in ``tok``)."""
+    most = -1
+    for t in term:
+        most = max(most, t)
+    begin = np.zeros(most + 2, np.int64)
+    for t in term:
+        if t >= 0:
+            begin[t + 1] += 1
+    n_terms = 0
+    for k in range(most + 1):
+        n_terms += begin[k + 1] > 0
+        begin[k + 1] += begin[k]
+    out_tok = np.empty(begin[most + 1], np.int64)
+    out_off = np.empty(begin[most + 1], np.int64)
+    at = begin[:most + 1].copy()
+    for i in range(len(term)):
+        t = term[i]
+        if t >= 0:
+            out_tok[at[t]], out_off[at[t]] = tok[i], off[i]
+            at[t] += 1
+    terms = np.empty(n_terms, np.int64)
+    bounds = np.empty(n_terms + 1, np.int64)
+    j = 0
+    for k in range(most + 1):
+        if begin[k + 1] > begin[k]:
+            terms[j], bounds[j] = k, begin[k]
+            j += 1
+    bounds[n_terms] = begin[most + 1]
+    return terms, bounds, out_tok, out_off
 
 
 @compiled("(int32[::1], uint8[::1], int32[::1], int32[:, ::1], int64)")

@@ -89,6 +89,49 @@ def test_trace_shares_paths_and_replays_every_walk():
         assert path == walked
 
 
+def test_entering_tokens_leaves_out_only_tokens_the_walk_would_drop():
+    """A token left out of a group's walk from a fresh lexeme must leave that
+    lexeme in a state where no terminal is complete: the walk would drop it.
+    Those kept are exactly the ones whose next byte enters, and whose state
+    after it is complete, or whose token ends, or whose byte after it enters."""
+    rng = np.random.default_rng(4)
+    trans, alive = _automaton(6, rng)
+    trans[trans == 6] = rng.integers(0, 6, size=int((trans == 6).sum()))
+    trans[:6, 200:] = 6  # bytes 200 and above kill every state
+    completes = np.array([False, True, False, False, True, False, False])  # the start (0) and the sink never
+    n = 3000
+    lengths = rng.integers(1, 6, size=n)
+    width = int(lengths.max())
+    flat = rng.choice(np.r_[0:8, 200:204], size=n * width).astype(np.uint8)
+    starts = np.arange(n) * width
+    tok = rng.permutation(n).astype(np.int64)
+    off = np.minimum(rng.integers(0, 2, size=n), lengths[tok] - 1).astype(np.int64)
+    first, second = walks.next_two_bytes(flat, starts, lengths, tok, off)
+    kept = walks.entering_tokens(first, second, trans, completes, 0)
+    expected = []
+    for i, (t, o) in enumerate(zip(tok.tolist(), off.tolist())):
+        s = int(trans[0, flat[starts[t] + o]])
+        if s != 6 and (completes[s] or o + 1 == lengths[t] or trans[s, flat[starts[t] + o + 1]] != 6):
+            expected.append(i)
+    assert kept.tolist() == expected and 0 < len(kept) < n
+    dropped = np.setdiff1d(np.arange(n), kept)
+    ended, _, _, _, before = walks.token_walk(flat, starts, lengths, trans, alive, tok[dropped], off[dropped], 0)
+    assert len(ended) == 0 and not completes[before].any()
+
+
+def test_by_terminal_sorts_tokens_by_terminal_keeping_their_order():
+    rng = np.random.default_rng(5)
+    term = rng.integers(-1, 6, size=500)
+    term[term == 3] = -1  # a terminal no token is emitted as
+    tok, off = rng.permutation(500).astype(np.int64), rng.integers(0, 9, size=500)
+    terms, bounds, by_tok, by_off = walks.by_terminal(tok, off, term)
+    assert terms.tolist() == [0, 1, 2, 4, 5]
+    for k, a, b in zip(terms.tolist(), bounds.tolist(), bounds[1:].tolist()):
+        assert by_tok[a:b].tolist() == tok[term == k].tolist() and by_off[a:b].tolist() == off[term == k].tolist()
+    assert bounds[-1] == len(by_tok) == (term >= 0).sum()
+    assert [len(a) for a in walks.by_terminal(tok[:0], off[:0], term[:0])] == [0, 1, 0, 0]
+
+
 def test_numbered_below_names_states_by_the_automaton_below():
     """Two automata that differ above a state but not below it (where the
     same states have other numbers) number the states below it alike; a state
