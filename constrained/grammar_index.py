@@ -432,7 +432,8 @@ class GrammarIndex:
                 walked = self._walk(self._ids(self.starting_with(entered > 1)), None, q, ctx.alive_lark)
             if len(self._splits) >= _WALK_CACHE:
                 self._splits.clear()
-            hit = self._splits[key] = _Split(live, entered, n_shared, [row if row.any() else None for row in own],
+            own = [row if has_own else None for row, has_own in zip(own, own.any(axis=1).tolist())]
+            hit = self._splits[key] = _Split(live, entered, n_shared, own,
                                              (alive_bytes & (entered > 1)).any(axis=1).tolist(), walked)
         return hit
 
