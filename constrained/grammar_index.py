@@ -223,7 +223,7 @@ class GrammarIndex:
 
     def _pack_ids(self, ids) -> np.ndarray:
         """Packed words with the bits of ``ids`` set."""
-        return pack_ids(_writable(np.ascontiguousarray(ids, dtype=np.int64)), self.words)
+        return pack_ids(_writable(_int64(ids)), self.words)
 
     def finished_mask(self) -> np.ndarray:
         return self._eos_only
@@ -425,14 +425,14 @@ class GrammarIndex:
             components, dfas = self.lexer.components[q], self.lexer.dfas
             alive_bytes = np.array([dfas[k].transitions[components[k]] >= 0 for k in live])
             entered = alive_bytes.sum(axis=0)
-            own = alive_bytes & (entered == 1)
+            alone = alive_bytes & (entered == 1)
             n_shared = int(self.first_byte_counts[entered > 1].sum())
             walked = None
             if n_shared <= _FEW_SHARED:
                 walked = self._walk(self._ids(self.starting_with(entered > 1)), None, q, ctx.alive_lark)
             if len(self._splits) >= _WALK_CACHE:
                 self._splits.clear()
-            own = [row if has_own else None for row, has_own in zip(own, own.any(axis=1).tolist())]
+            own = [row if any_alone else None for row, any_alone in zip(alone, alone.any(axis=1).tolist())]
             hit = self._splits[key] = _Split(live, entered, n_shared, own,
                                              (alive_bytes & (entered > 1)).any(axis=1).tolist(), walked)
         return hit
