@@ -106,13 +106,6 @@ def from_regex(pattern: str, encoding=None) -> DFA:
     return dfa
 
 
-def ranges(first: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The concatenated ranges ``first[i] : first[i] + lengths[i]`` (int64)."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    offsets = np.cumsum(lengths) - lengths
-    return np.repeat(np.asarray(first, dtype=np.int64) - offsets, lengths) + np.arange(int(lengths.sum()))
-
-
 @contextmanager
 def gc_paused():
     """Compilers allocate many small objects that live until they finish: the

@@ -25,8 +25,10 @@ priority first, then a string literal before a regex, then lark's order).
 from functools import lru_cache
 
 import numpy as np
+from numba import njit, types
+from numba.typed import Dict
 
-from .dfa import DFA, minimize, ranges
+from .dfa import DFA, minimize
 from .errors import ConstrainedError
 from .walks import compiled
 
@@ -46,17 +48,6 @@ def bounded(dfa: DFA, limit: int) -> DFA:
     return minimize(transitions, accepting)
 
 
-def _segment_sums(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """Sums of ``values`` over the row segments ``bounds[i]:bounds[i + 1]`` (which may be
-    empty; the last ends at the last row), wrapping for unsigned values."""
-    starts = bounds[:-1]
-    filled = bounds[1:] > starts
-    sums = np.zeros((len(starts), values.shape[1]), dtype=values.dtype)
-    if filled.any():  # reduceat gives an empty segment its first row: leave those out
-        sums[filled] = np.add.reduceat(values, starts[filled], axis=0)
-    return sums
-
-
 class _Layout:
     """The terminals' DFA states numbered one terminal after another (terminal t's
     state s is ``offset[t] + s``), and their transitions per byte class: runs of
@@ -73,34 +64,14 @@ class _Layout:
         self.byte_class = np.concatenate([[0], np.cumsum(differs)])
         first_bytes = np.flatnonzero(np.r_[True, differs])
         self.columns = np.concatenate([np.where(c >= 0, c + o, -1) for c, o in  # (global state, class)
-                                       ((dfa.transitions[:, first_bytes], o) for dfa, o in zip(dfas, self.offset.tolist()))])
-
-
-class _Growing:
-    """A 1-D int64 array grown at the end, with room doubled as needed."""
-
-    def __init__(self, values):
-        self._room = np.array(values, dtype=np.int64)
-        self._size = len(self._room)
-
-    def extend(self, values) -> None:
-        end = self._size + len(values)
-        if end > len(self._room):
-            self._room = np.concatenate([self._room, np.empty(max(end, 2 * len(self._room)) - len(self._room),
-                                                              dtype=np.int64)])
-        self._room[self._size:end] = values
-        self._size = end
-
-    @property
-    def values(self) -> np.ndarray:
-        return self._room[:self._size]
+                                       ((dfa.transitions[:, first_bytes], o) for dfa, o in zip(dfas, self.offset.tolist()))
+                                       ]).astype(np.int64, order="C")
 
 
 _SHARED_START_PAIRS = 100_000  # (state, live terminal) pairs explored from one start shared by all contexts
 # Past this many terminals the product from one shared start outgrew _SHARED_START_PAIRS in every
 # MaskBench schema tried (the 300 slowest to compile, up to 229 terminals where it did not): skip it.
 _SHARED_START_TERMINALS = 250
-_FEW_ENTRIES = 64  # levels with at most this many entries of several live terminals number their states in a dictionary
 _MAX_STATE_TERMINALS = 50_000_000  # states x terminals of a lexer (its tables take about 10 bytes per pair)
 
 
@@ -195,6 +166,92 @@ def _context_arrays(in_lark, in_valid, sole, several, several_words, completing_
     return alive_lark, alive_valid, choice, outranked
 
 
+@njit  # compiled into _explore, and cached with it
+def _same_members(members, a, b, live, k):
+    if b - a != k:
+        return False
+    for j in range(k):
+        if members[a + j] != live[j]:
+            return False
+    return True
+
+
+@njit
+def _grown(array, size):
+    out = np.empty(max(size, 2 * len(array)), array.dtype)
+    out[:len(array)] = array
+    return out
+
+
+@njit
+def _grown_rows(array, rows):
+    out = np.empty((max(rows, 2 * array.shape[0]), array.shape[1]), array.dtype)
+    out[:array.shape[0]] = array
+    return out
+
+
+@compiled("(int64[:, ::1], int64[::1], int64[::1], uint64[::1], int64, int64)")
+def _explore(columns, start_members, start_begin, weight, most_members, budget):
+    """The product automaton's start states (state i's members, global DFA
+    states ascending, are ``start_members[start_begin[i]:start_begin[i + 1]]``)
+    and the states with several live terminals they lead to, explored in the
+    order they are found: (every state's members, one state after another;
+    where each state's members begin, and end after the last; per state and
+    byte class, its successor: a state, -1 dead, or -2 - g for the block state
+    of global DFA state g, where g alone lives on). ``columns`` gives each
+    global DFA state's successor per byte class (-1: dead). A set of several
+    members is found by its digest, the sum of its members' ``weight``s, in a
+    table probed from there on, so sets with the same digest stay apart. A
+    state has at most ``most_members``; past ``budget`` members in all (-1: no
+    budget), the exploration stops and returns no states."""
+    n_classes = columns.shape[1]
+    n = len(start_begin) - 1
+    n_members = len(start_members)
+    members = np.empty(max(1024, 2 * n_members), np.int64)
+    members[:n_members] = start_members
+    begin = np.empty(max(1024, 2 * n + 1), np.int64)
+    begin[:n + 1] = start_begin
+    code = np.empty((max(64, 2 * n), n_classes), np.int64)
+    known = Dict.empty(key_type=types.uint64, value_type=types.int64)
+    live = np.empty(most_members, np.int64)
+    s = 0
+    while s < n:
+        for c in range(n_classes):
+            k = 0
+            digest = np.uint64(0)
+            for i in range(begin[s], begin[s + 1]):
+                t = columns[members[i], c]
+                if t >= 0:
+                    live[k] = t
+                    k += 1
+                    digest += weight[t]
+            if k < 2:
+                code[s, c] = -1 if k == 0 else -2 - live[0]
+                continue
+            found = known[digest] if digest in known else -1
+            while found >= 0 and not _same_members(members, begin[found], begin[found + 1], live, k):
+                digest += np.uint64(1)
+                found = known[digest] if digest in known else -1
+            if found < 0:  # a new state
+                found = n
+                known[digest] = n
+                n += 1
+                if n_members + k > len(members):
+                    members = _grown(members, n_members + k)
+                if n + 1 > len(begin):
+                    begin = _grown(begin, n + 1)
+                if n > code.shape[0]:
+                    code = _grown_rows(code, n)
+                members[n_members:n_members + k] = live[:k]
+                n_members += k
+                begin[n] = n_members
+                if 0 <= budget < n_members:
+                    return members[:0], begin[:0], code[:0]
+            code[s, c] = found
+        s += 1
+    return members[:n_members], begin[:n + 1], code[:n]
+
+
 class Lexer:
     """The product automaton of a grammar's terminals (in lark's lexer order)."""
 
@@ -227,10 +284,8 @@ class Lexer:
         # A state is the set of its live terminals' DFA states, numbered globally (see _Layout).
         # Inside most lexemes one terminal is left alive: once one such state is reached, all of
         # that terminal's states join as a block (``single_base[t]`` + its DFA state), whose
-        # transitions are the DFA's own, shifted. The states with several live terminals (and the
-        # start states) are explored a level at a time, all of a level's states and byte classes at
-        # once; their successors are told apart by a 64-bit digest of the set, and each grouping is
-        # then checked member by member.
+        # transitions are the DFA's own, shifted. The start states and the states with several
+        # live terminals are explored (``_explore``).
         n_terms = len(dfas)
         sizes, offset, term_of = layout.sizes, layout.offset, layout.term_of
         byte_class, columns = layout.byte_class, layout.columns
@@ -243,17 +298,16 @@ class Lexer:
                          for terms in start_sets}  # per set: (fresh lexeme, fresh lexeme after an ignored one)
         self.starts = frozenset(firsts.values())
         firsts = [offset[sorted(terms)] for terms in firsts]
-        for seed in range(3):  # a digest collision (odds 2**-64 a pair) is caught and retried
-            found = self._explore(columns, firsts, np.random.default_rng(seed), budget)
-            if found is not None:
-                break
-        else:  # pragma: no cover
-            raise ConstrainedError("the lexer automaton could not be built (repeated digest collisions)")
-        members, begin, levels = found
+        start_begin = np.concatenate([[0], np.cumsum([len(members) for members in firsts])]).astype(np.int64)
+        weight = np.random.default_rng(0).integers(0, 2**64, size=len(columns), dtype=np.uint64)
+        members, begin, code = _explore(columns, np.concatenate(firsts).astype(np.int64), start_begin, weight,
+                                        n_terms, -1 if budget is None else budget)
+        if not len(begin):
+            raise _TooLarge
         n_explored = len(begin) - 1
         owner = np.repeat(np.arange(n_explored), np.diff(begin))  # the state of each member
         # Blocks for the terminals reached alone, after the explored states; then the dead sentinel.
-        singles = np.concatenate([-2 - code[code <= -2] for _, code in levels] + [np.zeros(0, dtype=np.int64)])
+        singles = -2 - code[code <= -2]
         reached = np.unique(term_of[singles])
         single_base = np.full(n_terms, -1, dtype=np.int64)
         single_base[reached] = n_explored + np.concatenate([[0], np.cumsum(sizes[reached])[:-1]]).astype(np.int64)
@@ -263,11 +317,9 @@ class Lexer:
                 f"the grammar is too complex to compile: its lexer would need {n} states over {n_terms} terminals "
                 "(for a schema: many property names, formats and patterns; split it, or give fewer of them)")
         trans = np.full((n + 1, 256), n, dtype=np.int32)
-        for ids, code in levels:
-            g = np.maximum(-2 - code, 0)
-            t = term_of[g]
-            target = np.where(code >= 0, code, np.where(code == -1, n, single_base[t] + g - offset[t]))
-            trans[ids] = target[:, byte_class]
+        g = np.maximum(-2 - code, 0)
+        t = term_of[g]
+        trans[:n_explored] = np.where(code >= 0, code, np.where(code == -1, n, single_base[t] + g - offset[t]))[:, byte_class]
         comps = np.full((n, n_terms), -1, dtype=np.int16 if sizes.max() < 2**15 else np.int32)  # half the bytes
         accepting = np.zeros((n, n_terms), dtype=bool)
         terms = term_of[members]
@@ -301,79 +353,6 @@ class Lexer:
         self._completing_sole = completing[self._sole[completing] >= 0]
         self._completing_several = completing[self._sole[completing] < 0]
         self._complete_in_order = _words(self.accepting[self._completing_several][:, self.choice_order])
-
-    def _explore(self, columns, starts, rng, budget):
-        """The start states (``starts``: their members) and the states with several
-        live terminals, breadth first: (every state's members, global DFA states
-        ascending, one after the other; where each state's members begin, and
-        end after the last; per level, the level's states and their successor
-        codes per byte class: a state, -1 dead, or -2 - g for the block state of
-        global DFA state g). None where two sets share a digest; _TooLarge past
-        ``budget`` (state, live terminal) pairs."""
-        # Per (global DFA state, class), what a live target adds to its set's sum: 1 to the count
-        # (low 24 bits) and itself above them. A set of several is told by its digest, the sum of
-        # its members' random weights.
-        counted = np.where(columns >= 0, (columns.astype(np.uint64) << 24) | 1, np.uint64(0))
-        weight = rng.integers(0, 2**63, size=len(columns), dtype=np.int64).astype(np.uint64)
-        n = len(starts)
-        flat = np.concatenate(starts).astype(np.int64)
-        bounds = np.concatenate([[0], np.cumsum([len(start) for start in starts])])
-        members = _Growing(flat)  # every state's members, one state after another
-        begin = _Growing(bounds)  # where each state's members begin, and where the last ends
-        level_ids = np.arange(n)
-        known: dict = {}  # digest -> state, for the states with several live terminals
-        levels = []
-        while len(level_ids):
-            if budget is not None and len(members.values) > budget:
-                raise _TooLarge
-            targets = columns[flat]  # (member, class)
-            packed = _segment_sums(counted[flat], bounds)  # (state, class)
-            count = (packed & 0xFFFFFF).astype(np.int64)
-            code = np.where(count == 1, -2 - (packed >> 24).astype(np.int64), -1)
-            several = np.nonzero(count >= 2)
-            # Every such entry's live targets in order (ascending, as its state's members are).
-            lengths = bounds[several[0] + 1] - bounds[several[0]]
-            entries = targets[ranges(bounds[several[0]], lengths), np.repeat(several[1], lengths)]
-            entries = entries[entries >= 0]
-            counts = count[several]
-            firsts = np.concatenate([[0], np.cumsum(counts)])
-            digest = np.add.reduceat(weight[entries], firsts[:-1]) if len(counts) else np.zeros(0, dtype=np.uint64)
-            # Each entry's state: known by its digest, or new. Most levels are small, where a dictionary
-            # beats sorting (np.unique).
-            if len(digest) <= _FEW_ENTRIES:
-                named, first = [], []  # per entry its state; per new state its first entry
-                for k, d in enumerate(digest.tolist()):
-                    found = known.get(d)
-                    if found is None:
-                        found = known[d] = n + len(first)
-                        first.append(k)
-                    named.append(found)
-                code[several] = named
-                first = np.array(first, dtype=np.int64)
-            else:
-                unique, first, inverse = np.unique(digest, return_index=True, return_inverse=True)
-                ids = np.array([known.get(d, -1) for d in unique.tolist()], dtype=np.int64)
-                new = np.flatnonzero(ids < 0)
-                ids[new] = np.arange(n, n + len(new))
-                known.update(zip(unique[new].tolist(), ids[new].tolist()))
-                code[several] = ids[inverse.ravel()]
-                first = first[new]
-            # The new states' members: those of the first entry with their digest.
-            picked = entries[ranges(firsts[first], counts[first])]
-            begin.extend(len(members.values) + np.cumsum(counts[first]))
-            members.extend(picked)
-            new_ids = np.arange(n, n + len(first))
-            n += len(first)
-            # Every entry must be exactly the set its digest named: the same members, in order.
-            starts_of = begin.values[:-1]
-            if not np.array_equal(np.diff(begin.values)[code[several]], counts):
-                return None
-            if not np.array_equal(members.values[ranges(starts_of[code[several]], counts)], entries):
-                return None
-            levels.append((level_ids, code))
-            state, cls = several[0][first], several[1][first]
-            level_ids, flat, bounds = new_ids, picked, np.concatenate([[0], np.cumsum(count[state, cls])])
-        return members.values, begin.values, levels
 
     def context(self, acceptable: frozenset, valid: frozenset) -> LexContext:
         """The interned context for these terminal sets (both include the ignored

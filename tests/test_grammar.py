@@ -496,17 +496,46 @@ def test_masks_are_reused_at_any_depth(tokenizers, monkeypatch):
     assert all((a == b).all() for a, b in zip(deep, fresh))
 
 
-def test_lexer_segment_sums_wrap_and_allow_empty_segments():
-    """The lexer digests its states' member sets by sums over row segments:
-    empty ones (first, inside, last) sum to zero, and uint64 sums wrap."""
-    segment_sums = sys.modules["constrained.lexer"]._segment_sums
+def test_lexer_explores_the_product_as_sets_of_terminal_states_even_when_digests_collide():
+    """The lexer's product automaton, explored by digests of its states'
+    member sets, is the one found with the sets themselves as keys (a
+    reference here): the same states in the same order, the same successors.
+    With every weight zero all sets of several members share one digest, and
+    the probing keeps them apart; past its budget the exploration gives up."""
+    lexer_module = sys.modules["constrained.lexer"]
+    dfa = sys.modules["constrained.dfa"]
+    dfas = [dfa.literal(b'"' + name + b'"') for name in (b"id", b"idle", b"name", b"names", b"nil")]
+    dfas += [dfa.from_regex(r'"[a-z]{0,6}"'), dfa.from_regex(r"[0-9]+(\.[0-9]+)?"), dfa.from_regex(r"n[a-z]*")]
+    layout = lexer_module._Layout(dfas)
+    columns = layout.columns
+    starts = [layout.offset[list(terms)] for terms in ([0, 1, 2, 3, 4, 5], [2, 3, 6, 7], [0, 5])]
+
+    def reference():
+        states, index, code = [tuple(int(m) for m in start) for start in starts], {}, []
+        for members in states:  # (grows as it goes)
+            row = []
+            for c in range(columns.shape[1]):
+                live = tuple(int(t) for t in columns[list(members), c] if t >= 0)
+                if len(live) < 2:
+                    row.append(-2 - live[0] if live else -1)
+                    continue
+                if live not in index:
+                    index[live] = len(states)
+                    states.append(live)
+                row.append(index[live])
+            code.append(row)
+        return states, np.array(code)
+
+    states, code = reference()
+    assert len(states) > 20 and (code >= len(starts)).any()  # states with several members were found
+    start_members = np.concatenate(starts).astype(np.int64)
+    start_begin = np.array([0] + np.cumsum([len(s) for s in starts]).tolist(), dtype=np.int64)
     rng = np.random.default_rng(0)
-    values = rng.integers(0, 2**63, size=(7, 3), dtype=np.int64).astype(np.uint64) * np.uint64(3)
-    bounds = np.array([0, 0, 2, 2, 5, 7, 7])
-    expected = np.array([np.add.reduce(values[a:b], axis=0) if b > a else np.zeros(3, dtype=np.uint64)
-                         for a, b in zip(bounds, bounds[1:])], dtype=np.uint64)
-    assert (segment_sums(values, bounds) == expected).all()
-    assert (segment_sums(values[:0], np.array([0, 0, 0])) == 0).all()
+    for weight in (rng.integers(0, 2**64, size=len(columns), dtype=np.uint64), np.zeros(len(columns), dtype=np.uint64)):
+        members, begin, found = lexer_module._explore(columns, start_members, start_begin, weight, len(dfas), -1)
+        assert [tuple(members[a:b]) for a, b in zip(begin, begin[1:])] == states
+        assert (found == code).all()
+        assert not len(lexer_module._explore(columns, start_members, start_begin, weight, len(dfas), 20)[1])
 
 
 def test_lexemes_started_per_parser_state_give_the_same_masks(tokenizers, monkeypatch):
