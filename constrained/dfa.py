@@ -22,6 +22,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from .errors import ConstrainedError
+from .recent import Recent
 
 try:  # Python 3.11+ keeps the regex parser here
     from re import _constants as sre, _parser as sre_parser
@@ -711,21 +712,19 @@ def _with_sink(transitions: np.ndarray) -> np.ndarray:
 
 
 def intersect(a: DFA, b: DFA) -> DFA:
-    return _product(a, b, need_a=True, need_b=True, accept=np.logical_and)
+    return _product(a, b, "and")
 
 
 def difference(a: DFA, b: DFA) -> DFA:
     """The strings of ``a`` that ``b`` rejects."""
-    return _product(a, b, need_a=True, need_b=False, accept=lambda x, y: x & ~y)
+    return _product(a, b, "minus")
 
 
 def union(*dfas: DFA) -> DFA:
     if not dfas:
         return empty()
     while len(dfas) > 1:  # pairwise, so that every product is of two small automata
-        pairs = [
-            _product(a, b, need_a=False, need_b=False, accept=np.logical_or) for a, b in zip(dfas[::2], dfas[1::2])
-        ]
+        pairs = [_product(a, b, "or") for a, b in zip(dfas[::2], dfas[1::2])]
         dfas = pairs + list(dfas[len(pairs) * 2 :])
     return dfas[0]
 
@@ -738,7 +737,7 @@ def minus_finite(a: DFA, b: DFA) -> DFA:
     minimal); two with different p differ where no two states of ``a`` differ
     on finitely many strings only, as in json_strings.string() (a test checks
     it): then the product, without its dead ends, is already minimal."""
-    columns, byte_class, accepting = _product_table(a, b, need_a=True, need_b=False, accept=lambda x, y: x & ~y)
+    columns, byte_class, accepting = _product_table(a, b, *_OPERATIONS["minus"])
     sink = len(accepting)
     with gc_paused():
         live = _live(np.where(columns >= 0, columns, sink), np.append(accepting, False))[:sink]
@@ -750,9 +749,22 @@ def minus_finite(a: DFA, b: DFA) -> DFA:
     return DFA(np.where(table >= 0, number[np.maximum(table, 0)], DEAD).astype(np.int32), accepting[kept])
 
 
-def _product(a: DFA, b: DFA, need_a: bool, need_b: bool, accept) -> DFA:
-    columns, byte_class, accepting = _product_table(a, b, need_a, need_b, accept)
-    return _minimal(columns[:, byte_class].astype(np.int32), accepting)
+# Per operation: whether a pair of states needs a's side alive to accept, b's side, and which pairs accept.
+_OPERATIONS = {"and": (True, True, np.logical_and), "or": (False, False, np.logical_or),
+               "minus": (True, False, lambda x, y: x & ~y)}
+# Products by their operation and operands' digests, up to this many bytes of transitions: schemas
+# repeat the same ones ("string or null", a format within strings), and each costs about a millisecond.
+_PRODUCTS = Recent(64 << 20)
+
+
+def _product(a: DFA, b: DFA, operation: str) -> DFA:
+    key = (operation, a.digest, b.digest)
+    found = _PRODUCTS.get(key)
+    if found is None:
+        columns, byte_class, accepting = _product_table(a, b, *_OPERATIONS[operation])
+        found = _minimal(columns[:, byte_class].astype(np.int32), accepting)
+        _PRODUCTS.put(key, found, found.transitions.nbytes)
+    return found
 
 
 def _product_table(a: DFA, b: DFA, need_a: bool, need_b: bool, accept) -> tuple:

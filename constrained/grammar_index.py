@@ -48,6 +48,7 @@ from .dfa import DFA, is_finite
 from .index import walk_trie
 from .lalr import SuffixMemo
 from .models import cache_dir
+from .recent import Recent
 from .vocab import Vocabulary, padded_bytes
 from .walks import (by_terminal, entering_tokens, exits_like, narrow_walk, next_two_bytes, numbered_below, pack_ids,
                     token_walk, trace_read, trace_tokens, trie_exits, trie_row, unpack_ids)
@@ -154,7 +155,7 @@ class GrammarIndex:
         self._first_byte = self.bytes[:, 0]
         self._choice_rank = np.argsort(self.lexer.choice_order).tolist()  # per terminal, its place in the lexer's choice
         self._shapes: dict = {}  # (lexer state, context key): _lexer_shape
-        self._shared_walks = _SHARED.setdefault(vocab, _Recent(_SHARED_BYTES))
+        self._shared_walks = _SHARED.setdefault(vocab, Recent(_SHARED_BYTES))
         # The usable tokens by first byte (ascending within each): byte b's are
         # _by_first_ids[_first_starts[b]:_first_starts[b + 1]], first_byte_counts[b] of them.
         self._by_first, self._byte_set_masks, self._by_first_ids, self._first_starts, self.first_byte_counts = \
@@ -167,7 +168,7 @@ class GrammarIndex:
         self._splits: dict = {}  # (lexer state, acceptable terminals): _Split
         self._nodes: dict = {}
         self._walked: dict = {}  # (group, state): how many contexts walked it so far (see _lexeme_walk)
-        self._traces = _Recent(_TRACE_STATES)
+        self._traces = Recent(_TRACE_STATES)
         self._nothing = np.zeros(self.words, dtype=np.uint32)
         self._canon: dict = {}
         self._canon_ids: dict = {}
@@ -591,31 +592,6 @@ class GrammarIndex:
         return token_walk(self._data, self._starts, self.lengths, trans, alive, tok, off, q)
 
 
-class _Recent:
-    """The most recently used values, while their sizes (at least 1 each) add up to ``budget``."""
-
-    def __init__(self, budget: int):
-        self.budget, self.size, self._items = budget, 0, OrderedDict()
-
-    def get(self, key):
-        hit = self._items.get(key)
-        if hit is None:
-            return None
-        self._items.move_to_end(key)
-        return hit[0]
-
-    def put(self, key, value, size: int) -> None:
-        size = max(size, 1)
-        replaced = self._items.pop(key, None)
-        if replaced is not None:
-            self.size -= replaced[1]
-        self._items[key] = (value, size)
-        self.size += size
-        while self.size > self.budget and len(self._items) > 1:
-            _, (_, old) = self._items.popitem(last=False)
-            self.size -= old
-
-
 def _nbytes(tokens: np.ndarray, groups) -> int:
     """The bytes of an array of tokens (or a packed set) and of groups."""
     return tokens.nbytes + sum(g.tok.nbytes + g.off.nbytes for g in groups)
@@ -743,10 +719,10 @@ def _bytes_before_last(vocab: Vocabulary) -> np.ndarray:
 
 
 _TERMINALS: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDictionary()
-_SHARED: "weakref.WeakKeyDictionary[Vocabulary, _Recent]" = weakref.WeakKeyDictionary()  # see GrammarIndex._lexer_shape
+_SHARED: "weakref.WeakKeyDictionary[Vocabulary, Recent]" = weakref.WeakKeyDictionary()  # see GrammarIndex._lexer_shape
 # Per vocabulary, by the automaton below a state (_TerminalTokens._below): the state's exits (tokens that stay, group
 # of those that leave), where they took a pass over the trie.
-_BELOW: "weakref.WeakKeyDictionary[Vocabulary, _Recent]" = weakref.WeakKeyDictionary()
+_BELOW: "weakref.WeakKeyDictionary[Vocabulary, Recent]" = weakref.WeakKeyDictionary()
 
 
 def _terminal_tokens(dfa: DFA, vocab: Vocabulary) -> "_TerminalTokens":
@@ -888,7 +864,7 @@ class _TerminalTokens:
         self.accepting = accepting
         self._exits: OrderedDict = OrderedDict()
         self._like: dict = {}  # state: (its donor, the first bytes on which they agree), see _donor
-        self._shared_below = _BELOW.setdefault(vocab, _Recent(_BELOW_KEPT))  # see _below
+        self._shared_below = _BELOW.setdefault(vocab, Recent(_BELOW_KEPT))  # see _below
 
     @functools.cached_property
     def entry(self) -> np.ndarray:

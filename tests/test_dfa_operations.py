@@ -69,6 +69,20 @@ def test_binary_operations_match_the_boolean_combinations(a, b, text):
         assert_minimal(dfa)
 
 
+def test_products_are_remembered_per_operation_and_order_of_operands():
+    """A product is built once per operation and pair of operands, found again
+    by their digests (a copy of an operand finds it too), and never confused
+    with another operation or with the operands swapped."""
+    a, b = from_regex("[a-c]+x?"), from_regex("b+x|c")
+    copy = DFA(a.transitions.copy(), a.accepting.copy())
+    assert is_empty(difference(b, a)) and not is_empty(difference(a, b))  # b's strings are all a's
+    assert intersect(a, b) is intersect(copy, b) and difference(a, b) is difference(copy, b)
+    verdicts = {(w, op): op(a, b).matches(w) for w in (b"bx", b"ab", b"c", b"x") for op in (intersect, union, difference)}
+    assert verdicts == {(w, op): expected for w, row in {b"bx": (True, True, False), b"ab": (False, True, True),
+                                                        b"c": (True, True, False), b"x": (False, False, False)}.items()
+                        for op, expected in zip((intersect, union, difference), row)}
+
+
 @given(a=regexes, b=regexes)
 def test_is_subset_agrees_with_an_empty_difference(a, b):
     dfa_a, dfa_b = compile_or_reject(a).dfa, compile_or_reject(b).dfa
