@@ -273,8 +273,9 @@ class GrammarIndex:
         """The one stored copy of a mask equal to ``packed`` (most stacks share a few masks)."""
         if len(self._distinct) >= _MASK_CACHE:
             self._distinct.clear()
-        same = self._distinct.setdefault(hash(packed.tobytes()), packed)
-        return same if same is packed or np.array_equal(same, packed) else packed
+        data = packed.tobytes()
+        same = self._distinct.setdefault(hash(data), packed)
+        return same if same is packed or same.tobytes() == data else packed
 
     def _mask(self, q: int, stack: tuple, ctx, seen: int) -> np.ndarray:
         language = self.language
