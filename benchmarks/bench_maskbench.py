@@ -325,7 +325,9 @@ def markdown(results, engines, args, command) -> str:
         "between them is not timed), over every step of every instance run. Time to first mask (ttfm): "
         "compile + a new matcher + its first mask, per compiled schema. Python's GC is off while timing.",
         "- Ours keeps the terminal token tables that are slow to build on disk (`~/.cache/constrained`); the run "
-        "starts with none there (the script deletes them) and keeps those it builds, as a server would.",
+        "starts with none there (the script deletes them) and keeps those it builds, as a server would. "
+        "Each worker process also keeps in memory what serves every grammar (terminals' token tables, walks "
+        "shared by grammars, products of automata) across the schemas it compiles one after the other.",
         "- llguidance runs with its default JSON options (spec semantics, flexible whitespace).",
         "",
         "### Overall",
