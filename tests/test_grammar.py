@@ -1173,12 +1173,12 @@ def test_grammars_share_walks_from_the_same_terminals(tokenizers, monkeypatch):
 
 
 def test_recent_values_stay_within_their_budget():
-    """grammar_index._Recent keeps the most recently used values while their
-    sizes add up to its budget, counting an empty value as 1 (walks that let
-    no token through are kept too, and must not pile up)."""
-    from constrained.grammar_index import _Recent
+    """recent.Recent keeps the most recently used values while their sizes add
+    up to its budget, counting an empty value as 1 (walks that let no token
+    through are kept too, and must not pile up)."""
+    from constrained.recent import Recent
 
-    kept = _Recent(10)
+    kept = Recent(10)
     for k in range(25):
         kept.put(k, str(k), 0)
     assert [k for k in range(25) if kept.get(k) is not None] == list(range(15, 25))
