@@ -594,8 +594,10 @@ class GrammarIndex:
 
 
 def _nbytes(tokens: np.ndarray, groups) -> int:
-    """The bytes of an array of tokens (or a packed set) and of groups."""
-    return tokens.nbytes + sum(g.tok.nbytes + g.off.nbytes for g in groups)
+    """The bytes of an array of tokens (or a packed set) and of groups, with
+    the 5 bytes a token that a group may cache later (its next two bytes as
+    int16, its first byte)."""
+    return tokens.nbytes + sum(g.tok.nbytes + g.off.nbytes + 5 * len(g.tok) for g in groups)
 
 
 def _group(tok: np.ndarray, off: np.ndarray) -> _Group:
