@@ -58,6 +58,7 @@ _FOLLOW_CACHE = 50_000  # groups followed through the lexemes after them, keyed 
 _WALK_CACHE = 2_000  # token walks from a lexer state kept per grammar and vocabulary
 _NODE_CACHE = 50_000  # walks of tokens that crossed into a new lexeme, kept likewise
 _WALKS_UNTRACED = 2  # contexts that walk a group from a lexer state before the next ones trace it
+_FEW_ENTERING = 1_000  # but a group of which at most this many tokens enter the lexeme in a context is walked
 _TRACE_STATES = 8_000_000  # paths and tokens kept in traces (see _Trace) per grammar and vocabulary, ~20 bytes each
 _SHARED_BYTES = 128 << 20  # walks shared across grammars (GrammarIndex._lexer_shape), per vocabulary
 _TABLES_ON_DISK = 1 << 30  # bytes of terminal tables kept in the cache directory (the least recently used go)
@@ -507,32 +508,40 @@ class GrammarIndex:
 
     def _lexeme_walk(self, group: _Group, q: int, ctx) -> tuple:
         """``_lexeme``'s answer, computed: a group that more than _WALKS_UNTRACED
-        contexts meet is traced (``_Trace``) rather than walked again; the
-        first ones just walk it (a trace costs a few walks, and most groups
-        meet one or two)."""
+        contexts meet is traced (``_Trace``) rather than walked again, where
+        more than _FEW_ENTERING of its tokens enter the lexeme in this context;
+        the first contexts just walk it (a trace costs a few walks, and most
+        groups meet one or two), and so does every context that lets few of
+        them in (a trace holds every token some terminal lets in: after a
+        space, a string's body takes almost any of them, where a value's
+        start takes a quote)."""
+        tok, off = self._entering(group, q, ctx)
         times_walked = self._walked.get((group.id, q), 0)
-        if times_walked >= _WALKS_UNTRACED:  # trace it once for all the contexts to come
+        if len(tok) > _FEW_ENTERING and times_walked >= _WALKS_UNTRACED:  # trace it once for all the contexts to come
             accepted, b_tok, b_off, b_state = self._read(self._trace(group, q), ctx)
         else:
             if len(self._walked) >= _NODE_CACHE:
                 self._walked.clear()
             self._walked[(group.id, q)] = times_walked + 1
-            ended, end_state, b_tok, b_off, b_state = self._walk(*self._entering(group, q), q, ctx.alive_lark)
+            ended, end_state, b_tok, b_off, b_state = self._walk(tok, off, q, ctx.alive_lark)
             accepted = ended[ctx.alive_valid[end_state]]
         return accepted, self._by_terminal(b_tok, b_off, ctx.choice[b_state])
 
-    def _entering(self, group: _Group, q: int):
+    def _entering(self, group: _Group, q: int, ctx=None):
         """(tokens, offsets) of the tokens of ``group`` that may get past the
         first lexeme from lexer state q, where a lexeme starts: those whose next
         byte some terminal lets in, and, where no terminal is complete after
-        that byte, whose byte after it keeps one alive (``walks.entering_tokens``).
-        The others (most: a group holds every token that goes on after a
-        lexeme, and after " t" few go on as "true" does) die before any
-        terminal completes (none matches the empty string: grammar.py refuses
-        such terminals), so no walk need read them."""
+        that byte, whose byte after it keeps one alive (``walks.entering_tokens``);
+        with ``ctx``, only the terminals it accepts count, and only those it
+        emits count as complete. The others (most: a group holds every token
+        that goes on after a lexeme, and after " t" few go on as "true" does)
+        die before any terminal completes (none matches the empty string:
+        grammar.py refuses such terminals), so no walk need read them."""
         if group.next_bytes is None:
             group.next_bytes = next_two_bytes(self._data, self._starts, self.lengths, group.tok, group.off)
-        kept = entering_tokens(*group.next_bytes, self.lexer.trans, self.lexer.completes, q)
+        lexer = self.lexer
+        alive, completes = (lexer.live, lexer.completes) if ctx is None else (ctx.alive_lark, ctx.emits)
+        kept = entering_tokens(*group.next_bytes, lexer.trans, alive, completes, q)
         return group.tok[kept], group.off[kept]
 
     def _trace(self, group: _Group, q: int) -> _Trace:

@@ -82,7 +82,7 @@ class _TooLarge(Exception):
 class LexContext:
     """The automaton's states as seen with one set of acceptable and valid terminals."""
 
-    __slots__ = ("key", "acceptable", "valid", "alive_lark", "alive_valid", "choice", "outranked")
+    __slots__ = ("key", "acceptable", "valid", "alive_lark", "alive_valid", "choice", "emits", "outranked")
 
     def __init__(self, key, acceptable, valid, alive_lark, alive_valid, choice, outranked):
         self.key = key  # a small integer, unique per (acceptable, valid)
@@ -91,6 +91,7 @@ class LexContext:
         self.alive_lark = alive_lark  # (n + 1,) bool, the sentinel is False
         self.alive_valid = alive_valid  # (n + 1,) bool
         self.choice = choice  # (n + 1,) int: the terminal a complete lexeme is emitted as, -1 for none
+        self.emits = choice >= 0  # (n + 1,) bool
         self.outranked = outranked  # whether a state complete for a valid terminal is dead (Lexer.context)
 
 
@@ -341,6 +342,7 @@ class Lexer:
         self.alive_terminals = alive_terminals + [[]]  # the sentinel's: none
         self.accepting = accepting
         self.completes = np.append(accepting.any(axis=1), False)  # per state, whether some terminal is complete
+        self.live = np.append(self.alive.any(axis=1), False)  # per state, whether some terminal is alive
         self.trans = trans
         # For contexts: per state, its one live terminal (-1: several; the sentinel: none), as most
         # states have one; the others' live terminals as bits; the states where some terminal is

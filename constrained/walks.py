@@ -100,20 +100,19 @@ def next_two_bytes(data, starts, lengths, tok, off):
     return first, second
 
 
-@compiled("(int16[::1], int16[::1], int32[:, ::1], boolean[::1], int64)")
-def entering_tokens(first, second, trans, completes, q):
+@compiled("(int16[::1], int16[::1], int32[:, ::1], boolean[::1], boolean[::1], int64)")
+def entering_tokens(first, second, trans, alive, completes, q):
     """The places of the tokens worth walking from a fresh lexeme in state q,
     given each one's next two bytes (``next_two_bytes``). A token is left out
-    where its next byte enters no terminal, or where that byte reaches a state
-    in which no terminal is complete (``completes``) and the byte after it
-    enters none: the lexeme dies there without emitting anything, so the walk
-    would drop the token."""
-    dead = trans.shape[0] - 1
+    where its next byte leads to a state ``alive`` does not hold, or where that
+    byte reaches a state in which no terminal is complete (``completes``) and
+    the byte after it leads to one ``alive`` does not hold: the lexeme dies
+    there without emitting anything, so the walk would drop the token."""
     kept = np.empty(len(first), np.int64)
     n = 0
     for i in range(len(first)):
         s = trans[q, first[i]]
-        if s != dead and (completes[s] or second[i] == 256 or trans[s, second[i]] != dead):
+        if alive[s] and (completes[s] or second[i] == 256 or alive[trans[s, second[i]]]):
             kept[n] = i
             n += 1
     return kept[:n].copy()

@@ -92,10 +92,12 @@ def test_trace_shares_paths_and_replays_every_walk():
 def test_entering_tokens_leaves_out_only_tokens_the_walk_would_drop():
     """A token left out of a group's walk from a fresh lexeme must leave that
     lexeme in a state where no terminal is complete: the walk would drop it.
-    Those kept are exactly the ones whose next byte enters, and whose state
-    after it is complete, or whose token ends, or whose byte after it enters."""
+    Those kept are exactly the ones whose next byte leads to a live state, and
+    whose state after it is complete, or whose token ends, or whose byte after
+    it leads to a live state: for every state but the sink live, and for a
+    context's narrower live states (state 3 dead: terminals it does not accept)."""
     rng = np.random.default_rng(4)
-    trans, alive = _automaton(6, rng)
+    trans, every = _automaton(6, rng)
     trans[trans == 6] = rng.integers(0, 6, size=int((trans == 6).sum()))
     trans[:6, 200:] = 6  # bytes 200 and above kill every state
     completes = np.array([False, True, False, False, True, False, False])  # the start (0) and the sink never
@@ -107,16 +109,20 @@ def test_entering_tokens_leaves_out_only_tokens_the_walk_would_drop():
     tok = rng.permutation(n).astype(np.int64)
     off = np.minimum(rng.integers(0, 2, size=n), lengths[tok] - 1).astype(np.int64)
     first, second = walks.next_two_bytes(flat, starts, lengths, tok, off)
-    kept = walks.entering_tokens(first, second, trans, completes, 0)
-    expected = []
-    for i, (t, o) in enumerate(zip(tok.tolist(), off.tolist())):
-        s = int(trans[0, flat[starts[t] + o]])
-        if s != 6 and (completes[s] or o + 1 == lengths[t] or trans[s, flat[starts[t] + o + 1]] != 6):
-            expected.append(i)
-    assert kept.tolist() == expected and 0 < len(kept) < n
-    dropped = np.setdiff1d(np.arange(n), kept)
-    ended, _, _, _, before = walks.token_walk(flat, starts, lengths, trans, alive, tok[dropped], off[dropped], 0)
-    assert len(ended) == 0 and not completes[before].any()
+    narrower = every & (np.arange(7) != 3)
+    for alive in (every, narrower):
+        kept = walks.entering_tokens(first, second, trans, alive, completes, 0)
+        expected = []
+        for i, (t, o) in enumerate(zip(tok.tolist(), off.tolist())):
+            s = int(trans[0, flat[starts[t] + o]])
+            if alive[s] and (completes[s] or o + 1 == lengths[t] or alive[trans[s, flat[starts[t] + o + 1]]]):
+                expected.append(i)
+        assert kept.tolist() == expected and 0 < len(kept) < n
+        dropped = np.setdiff1d(np.arange(n), kept)
+        ended, _, _, _, before = walks.token_walk(flat, starts, lengths, trans, alive, tok[dropped], off[dropped], 0)
+        assert len(ended) == 0 and not completes[before].any()
+    assert len(walks.entering_tokens(first, second, trans, narrower, completes, 0)) < \
+        len(walks.entering_tokens(first, second, trans, every, completes, 0))
 
 
 def test_by_terminal_sorts_tokens_by_terminal_keeping_their_order():
