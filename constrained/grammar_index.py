@@ -424,9 +424,12 @@ class GrammarIndex:
         key = (q, ctx.acceptable.tobytes())
         hit = self._splits.get(key)
         if hit is None:
-            live = [k for k in self.lexer.alive_terminals[q] if ctx.acceptable[k]]
-            components, dfas = self.lexer.components[q], self.lexer.dfas
-            alive_bytes = np.array([dfas[k].transitions[components[k]] >= 0 for k in live])
+            lexer = self.lexer
+            live = [k for k in lexer.alive_terminals[q] if ctx.acceptable[k]]
+            after = lexer.trans[q]
+            reached = after < lexer.n_states
+            alive_bytes = np.zeros((len(live), 256), dtype=bool)  # per live terminal, the bytes that keep it alive
+            alive_bytes[:, reached] = lexer.alive[after[reached]][:, live].T
             entered = alive_bytes.sum(axis=0)
             alone = alive_bytes & (entered == 1)
             n_shared = int(self.first_byte_counts[entered > 1].sum())
