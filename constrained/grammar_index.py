@@ -266,7 +266,7 @@ class GrammarIndex:
         hit = self._canon.get(key)
         if hit is None:
             lexer = self.lexer
-            seen = (q in lexer.starts, tuple(np.where(ctx.acceptable, lexer.components[q], -1).tolist()))
+            seen = (q in lexer.starts, np.where(ctx.acceptable, lexer.components[q], -1).tobytes())
             hit = self._canon[key] = self._canon_ids.setdefault(seen, len(self._canon_ids))
         return hit
 
