@@ -871,15 +871,15 @@ class _TerminalTokens:
         whole = _whole_table_pays(dfa, vocab, self._narrow)
         self.table, self.group = _stored_table(dfa, vocab, key) if whole else (None, None)
         self._rows: OrderedDict = OrderedDict()
-        self.trans = np.full((n + 1, 256), n, dtype=np.int32)  # the last row: the dead sink every byte leads to
-        np.copyto(self.trans[:n], dfa.transitions, where=dfa.transitions >= 0)
-        self.alive = np.ones(n + 1, dtype=bool)
-        self.alive[n] = False
-        accepting = np.append(dfa.accepting, False)
-        self.accepting = accepting
+        self.trans = np.empty((n + 1, 256), dtype=np.int32)  # the last row: the dead sink every byte leads to
+        self.trans[:n] = dfa.transitions
+        self.trans[self.trans < 0] = n
+        self.trans[n] = n
+        self.alive = np.arange(n + 1) < n
+        self.accepting = np.zeros(n + 1, dtype=bool)
+        self.accepting[:n] = dfa.accepting
         self._exits: OrderedDict = OrderedDict()
         self._like: dict = {}  # state: (its donor, the first bytes on which they agree), see _donor
-        self._shared_below = _BELOW.setdefault(vocab, Recent(_BELOW_KEPT))  # see _below
 
     @functools.cached_property
     def entry(self) -> np.ndarray:
@@ -949,7 +949,7 @@ class _TerminalTokens:
             return hit
         alive_bytes = self.trans[s] < self.dfa.n_states
         if self._narrow and self.table is None:
-            stays, left = self._exits_narrow(s, alive_bytes, index)
+            stays, left = self._exits_narrow(s, index)
         elif (donor := self._donor(s, index)) is not None:
             stays, left = self._exits_like(s, donor, index)
         else:
@@ -959,13 +959,13 @@ class _TerminalTokens:
             self._exits.popitem(last=False)
         return hit
 
-    def _exits_narrow(self, s: int, alive_bytes: np.ndarray, index: "GrammarIndex"):
+    def _exits_narrow(self, s: int, index: "GrammarIndex"):
         """(packed tokens that keep s alive, the ``_Group`` of those that complete
         it and go on) where few tokens live: one walk of them says it all."""
         tokens, states, b_tok, b_off = self._narrow_walk(s)
         self._keep_row(s, (tokens, states))
         usable = index.usable[b_tok]  # in the walk's order: the same every time, so the group's id is too
-        return index.starting_with(alive_bytes) & index._pack_ids(tokens), _group(b_tok[usable], b_off[usable])
+        return index._pack_ids(tokens[index.usable[tokens]]), _group(b_tok[usable], b_off[usable])
 
     def _exits_walked(self, s: int, alive_bytes: np.ndarray, index: "GrammarIndex"):
         """(packed tokens that keep s alive, the ``_Group`` of those that complete
@@ -973,7 +973,8 @@ class _TerminalTokens:
         where another state in any terminal has the same automaton below it,
         that state's (``_below``)."""
         key = self._below(s)
-        found = self._shared_below.get(key) if key is not None else None
+        shared_below = _BELOW.setdefault(self.vocab, Recent(_BELOW_KEPT))
+        found = shared_below.get(key) if key is not None else None
         if found is not None:
             return found
         entering = index.starting_with(alive_bytes)
@@ -983,7 +984,7 @@ class _TerminalTokens:
         complete = self.accepting[b_state]
         found = stays, _group(b_tok[complete], b_off[complete])
         if key is not None:
-            self._shared_below.put(key, found, 1)
+            shared_below.put(key, found, 1)
         return found
 
     def _below(self, s: int):
