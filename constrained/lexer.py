@@ -178,15 +178,9 @@ def _same_members(members, a, b, live, k):
 
 
 @njit
-def _grown(array, size):
-    out = np.empty(max(size, 2 * len(array)), array.dtype)
-    out[:len(array)] = array
-    return out
-
-
-@njit
-def _grown_rows(array, rows):
-    out = np.empty((max(rows, 2 * array.shape[0]), array.shape[1]), array.dtype)
+def _grown(array, rows):
+    """``array`` copied into a longer one (of ``rows`` rows or more: twice as many as it had)."""
+    out = np.empty((max(rows, 2 * array.shape[0]),) + array.shape[1:], array.dtype)
     out[:array.shape[0]] = array
     return out
 
@@ -242,7 +236,7 @@ def _explore(columns, start_members, start_begin, weight, most_members, budget):
                 if n + 1 > len(begin):
                     begin = _grown(begin, n + 1)
                 if n > code.shape[0]:
-                    code = _grown_rows(code, n)
+                    code = _grown(code, n)
                 members[n_members:n_members + k] = live[:k]
                 n_members += k
                 begin[n] = n_members
