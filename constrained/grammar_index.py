@@ -24,14 +24,15 @@ terminals alive in the same states share the combination and the walks of
 groups from there (``_lexer_shape``).
 Tokens that leave the lexeme are then followed from the parser
 stack, lexeme after lexeme, in groups by the terminal emitted (only the tokens
-whose next byte some terminal lets in enter the next lexeme: a few percent of a
-group, usually); the walk of a group through a lexeme is remembered under the
-group, the lexeme's start state and its context, and a group that several
-contexts meet is traced once with every terminal alive (from the third, see
-``_lexeme_walk``), the next contexts reading their walks off the trace. A whole
-mask, and each group's way through the lexemes after one, is remembered under
-the top states of the stack it read (lalr.SuffixMemo), so the same situation at
-another nesting depth costs a dictionary lookup.
+whose next byte some terminal of the context lets in enter the next lexeme: a
+few percent of a group, usually); the walk of a group through a lexeme is
+remembered under the group, the lexeme's start state and its context, and a
+group that several contexts meet is traced once with every terminal alive
+(from the third, where many of its tokens enter, see ``_lexeme_walk``), the
+next contexts reading their walks off the trace. A whole mask, and each
+group's way through the lexemes after one, is remembered under the top states
+of the stack it read (lalr.SuffixMemo), so the same situation at another
+nesting depth costs a dictionary lookup.
 """
 
 import functools
