@@ -158,6 +158,7 @@ class GrammarIndex:
         self._choice_rank = np.argsort(self.lexer.choice_order).tolist()  # per terminal, its place in the lexer's choice
         self._shapes: dict = {}  # (lexer state, context key): _lexer_shape
         self._shared_walks = _SHARED.setdefault(vocab, Recent(_SHARED_BYTES))
+        self.shared_below = _BELOW.setdefault(vocab, Recent(_BELOW_KEPT))  # see _TerminalTokens._below
         # The usable tokens by first byte (ascending within each): byte b's are
         # _by_first_ids[_first_starts[b]:_first_starts[b + 1]], first_byte_counts[b] of them.
         self._by_first, self._byte_set_masks, self._by_first_ids, self._first_starts, self.first_byte_counts = \
@@ -974,8 +975,7 @@ class _TerminalTokens:
         where another state in any terminal has the same automaton below it,
         that state's (``_below``)."""
         key = self._below(s)
-        shared_below = _BELOW.setdefault(self.vocab, Recent(_BELOW_KEPT))
-        found = shared_below.get(key) if key is not None else None
+        found = index.shared_below.get(key) if key is not None else None
         if found is not None:
             return found
         entering = index.starting_with(alive_bytes)
@@ -985,7 +985,7 @@ class _TerminalTokens:
         complete = self.accepting[b_state]
         found = stays, _group(b_tok[complete], b_off[complete])
         if key is not None:
-            shared_below.put(key, found, 1)
+            index.shared_below.put(key, found, 1)
         return found
 
     def _below(self, s: int):
