@@ -114,10 +114,11 @@ class _Group:
     only on the group and the lexeme's state and context, however the tokens got
     there."""
 
-    __slots__ = ("id", "tok", "off", "next_bytes", "first_byte")
+    __slots__ = ("id", "tok", "off", "next_bytes", "first_byte", "held")
 
     def __init__(self, id, tok, off):
         self.id, self.tok, self.off = id, tok, off
+        self.held = False  # a terminal's exits (_TerminalTokens.exits), kept with its table
         self.next_bytes = None  # each token's next two bytes, once a lexeme asks (GrammarIndex._entering)
         self.first_byte = None  # each token's first byte, once a combination of terminals asks (GrammarIndex._combine)
 
@@ -610,8 +611,10 @@ class GrammarIndex:
 def _nbytes(tokens: np.ndarray, groups) -> int:
     """The bytes of an array of tokens (or a packed set) and of groups, with
     the 5 bytes a token that a group may cache later (its next two bytes as
-    int16, its first byte)."""
-    return tokens.nbytes + sum(g.tok.nbytes + g.off.nbytes + 5 * len(g.tok) for g in groups)
+    int16, its first byte). A terminal's exits that a walk passes on whole are
+    kept with the terminal's table, not counted again for every walk that holds
+    them (a name's or a string's exits are in most walks from a key's start)."""
+    return tokens.nbytes + sum(g.tok.nbytes + g.off.nbytes + 5 * len(g.tok) for g in groups if not g.held)
 
 
 def _group(tok: np.ndarray, off: np.ndarray) -> _Group:
@@ -956,6 +959,7 @@ class _TerminalTokens:
             stays, left = self._exits_like(s, donor, index)
         else:
             stays, left = self._exits_walked(s, alive_bytes, index)
+        left.held = True
         hit = self._exits[s] = (stays, index.starting_with(~alive_bytes), left, alive_bytes)
         if len(self._exits) > _EXITS_KEPT:
             self._exits.popitem(last=False)
