@@ -330,8 +330,9 @@ class GrammarIndex:
         hit = self._shapes.get(key)
         if hit is None:
             live = sorted((k for k in self.lexer.alive_terminals[q] if ctx.acceptable[k]), key=self._choice_rank.__getitem__)
-            components, dfas = self.lexer.components[q], self.lexer.dfas
-            hit = self._shapes[key] = (live, tuple((dfas[k].digest, int(components[k]), bool(ctx.valid[k])) for k in live))
+            dfas, at = self.lexer.dfas, np.array(live, dtype=np.int64)
+            hit = self._shapes[key] = (live, (tuple(dfas[k].digest for k in live),
+                                              self.lexer.components[q][at].tobytes(), ctx.valid[at].tobytes()))
         return hit
 
     def _combined(self, q: int, ctx) -> _Walk:
@@ -379,7 +380,7 @@ class GrammarIndex:
         emits."""
         components = self.lexer.components[q]
         live, entered, _, own, shares, walked = self._split(q, ctx)
-        inside, kept, parts, mixed, outranking = [], [], [], [], []
+        inside, few_inside, kept, parts, mixed, outranking = [], [], [], [], [], []
         for i, k in enumerate(live):
             if walked is not None and own[i] is None:  # all its tokens were walked
                 continue
@@ -388,13 +389,17 @@ class GrammarIndex:
                 if walked is None and shares[i] and ctx.outranked:
                     outranking.append(self._terminal(k).exits(int(components[k]), self)[0])
                 continue
-            stays, _, group, _ = self._terminal(k).exits(int(components[k]), self)
+            stays, _, group, few = self._terminal(k).exits(int(components[k]), self)
+            if few is None:
+                inside.append(stays if walked is None or not shares[i] else stays & self.starting_with(own[i]))
+            else:  # (a hundred names' few tokens: one union of ids costs less than a hundred of packed sets)
+                few_inside.append(few if walked is None or not shares[i] else few[own[i][self._first_byte[few]]])
             if not shares[i]:
-                inside.append(stays)
                 if len(group.tok):
                     kept.append((k, group))
                 continue
-            inside.append(stays if walked is None else stays & self.starting_with(own[i]))
+            if not len(group.tok):
+                continue
             if own[i] is None:
                 mixed.append(group.tok)
                 continue
@@ -403,6 +408,8 @@ class GrammarIndex:
             if walked is None:
                 mixed.append(group.tok[~by_one])
         inside = _union(inside, self._nothing)
+        if few_inside:
+            inside = inside | self._pack_ids(np.concatenate(few_inside))
         if walked is not None:
             ended, end_state, b_tok, b_off, b_state = walked
             inside = inside | self._pack_ids(ended[ctx.alive_valid[end_state]])
@@ -947,31 +954,34 @@ class _TerminalTokens:
         """How the usable tokens fare from state s: (packed tokens that keep it
         alive, packed tokens whose first byte kills it, the ``_Group`` of the
         tokens that complete it and leave it later, with the offset of the byte
-        that starts the next lexeme, and the first bytes that do not kill it)."""
+        that starts the next lexeme, and the tokens that keep it alive as ids
+        where they are few, a literal's or an enum's; else None)."""
         hit = self._exits.get(s)
         if hit is not None:
             self._exits.move_to_end(s)
             return hit
         alive_bytes = self.trans[s] < self.dfa.n_states
+        few = None
         if self._narrow and self.table is None:
-            stays, left = self._exits_narrow(s, index)
+            few, left = self._exits_narrow(s, index)
+            stays = index._pack_ids(few)
         elif (donor := self._donor(s, index)) is not None:
             stays, left = self._exits_like(s, donor, index)
         else:
             stays, left = self._exits_walked(s, alive_bytes, index)
         left.held = True
-        hit = self._exits[s] = (stays, index.starting_with(~alive_bytes), left, alive_bytes)
+        hit = self._exits[s] = (stays, index.starting_with(~alive_bytes), left, few)
         if len(self._exits) > _EXITS_KEPT:
             self._exits.popitem(last=False)
         return hit
 
     def _exits_narrow(self, s: int, index: "GrammarIndex"):
-        """(packed tokens that keep s alive, the ``_Group`` of those that complete
-        it and go on) where few tokens live: one walk of them says it all."""
+        """(the tokens that keep s alive, ascending, the ``_Group`` of those that
+        complete it and go on) where few tokens live: one walk of them says it all."""
         tokens, states, b_tok, b_off = self._narrow_walk(s)
         self._keep_row(s, (tokens, states))
         usable = index.usable[b_tok]  # in the walk's order: the same every time, so the group's id is too
-        return index._pack_ids(tokens[index.usable[tokens]]), _group(b_tok[usable], b_off[usable])
+        return tokens[index.usable[tokens]], _group(b_tok[usable], b_off[usable])
 
     def _exits_walked(self, s: int, alive_bytes: np.ndarray, index: "GrammarIndex"):
         """(packed tokens that keep s alive, the ``_Group`` of those that complete
