@@ -390,10 +390,11 @@ class GrammarIndex:
                     outranking.append(self._terminal(k).exits(int(components[k]), self)[0])
                 continue
             stays, _, group, few = self._terminal(k).exits(int(components[k]), self)
+            own_only = walked is not None and shares[i]  # its tokens on shared first bytes were walked
             if few is None:
-                inside.append(stays if walked is None or not shares[i] else stays & self.starting_with(own[i]))
+                inside.append(stays & self.starting_with(own[i]) if own_only else stays)
             else:  # (a hundred names' few tokens: one union of ids costs less than a hundred of packed sets)
-                few_inside.append(few if walked is None or not shares[i] else few[own[i][self._first_byte[few]]])
+                few_inside.append(few[own[i][self._first_byte[few]]] if own_only else few)
             if not shares[i]:
                 if len(group.tok):
                     kept.append((k, group))
