@@ -114,11 +114,10 @@ class _Group:
     only on the group and the lexeme's state and context, however the tokens got
     there."""
 
-    __slots__ = ("id", "tok", "off", "next_bytes", "first_byte", "held")
+    __slots__ = ("id", "tok", "off", "next_bytes", "first_byte")
 
     def __init__(self, id, tok, off):
         self.id, self.tok, self.off = id, tok, off
-        self.held = False  # a terminal's exits (_TerminalTokens.exits), kept with its table
         self.next_bytes = None  # each token's next two bytes, once a lexeme asks (GrammarIndex._entering)
         self.first_byte = None  # each token's first byte, once a combination of terminals asks (GrammarIndex._combine)
 
@@ -347,7 +346,7 @@ class GrammarIndex:
                 walk = self._combine(q, ctx)
             place = {k: j for j, k in enumerate(terminals)}  # a terminal's place in the shape
             hit = (walk.inside, walk.zero_bits, place.get(walk.zero_term, -1), {place[k]: g for k, g in walk.later.items()})
-            self._shared_walks.put(shape, hit, _nbytes(walk.inside, walk.later.values()))
+            self._shared_walks.put(shape, hit, walk.inside.nbytes, _sizes(walk.later.values()))
         inside, zero_bits, zero, later = hit
         return _Walk(inside, terminals[zero] if zero >= 0 else -1, zero_bits, {terminals[j]: g for j, g in later.items()})
 
@@ -513,7 +512,7 @@ class GrammarIndex:
                 accepted, leaving = self._lexeme_walk(group, q, ctx)
                 place = {k: j for j, k in enumerate(terminals)}
                 found = (accepted, {place[k]: g for k, g in leaving.items()})
-                self._shared_walks.put((group.id, shape), found, _nbytes(accepted, leaving.values()))
+                self._shared_walks.put((group.id, shape), found, accepted.nbytes, _sizes(leaving.values()))
             node = (found[0], {terminals[j]: g for j, g in found[1].items()})
             if len(self._nodes) >= _NODE_CACHE:
                 self._nodes.clear()
@@ -616,13 +615,12 @@ class GrammarIndex:
         return token_walk(self._data, self._starts, self.lengths, trans, alive, tok, off, q)
 
 
-def _nbytes(tokens: np.ndarray, groups) -> int:
-    """The bytes of an array of tokens (or a packed set) and of groups, with
-    the 5 bytes a token that a group may cache later (its next two bytes as
-    int16, its first byte). A terminal's exits that a walk passes on whole are
-    kept with the terminal's table, not counted again for every walk that holds
-    them (a name's or a string's exits are in most walks from a key's start)."""
-    return tokens.nbytes + sum(g.tok.nbytes + g.off.nbytes + 5 * len(g.tok) for g in groups if not g.held)
+def _sizes(groups) -> list:
+    """(id, bytes) of each group, with the 5 bytes a token that a group may
+    cache later (its next two bytes as int16, its first byte): parts that the
+    shared walks count once however many walks hold them (a name's or a
+    string's exits are in most walks from a key's start)."""
+    return [(g.id, g.tok.nbytes + g.off.nbytes + 5 * len(g.tok)) for g in groups]
 
 
 def _group(tok: np.ndarray, off: np.ndarray) -> _Group:
@@ -970,7 +968,6 @@ class _TerminalTokens:
             stays, left = self._exits_like(s, donor, index)
         else:
             stays, left = self._exits_walked(s, alive_bytes, index)
-        left.held = True
         hit = self._exits[s] = (stays, index.starting_with(~alive_bytes), left, few)
         if len(self._exits) > _EXITS_KEPT:
             self._exits.popitem(last=False)

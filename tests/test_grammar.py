@@ -1192,6 +1192,27 @@ def test_recent_values_stay_within_their_budget():
     assert kept.get("huge") == "smaller" and kept.get("more") == "more" and kept.size == 10
 
 
+def test_recent_counts_a_shared_part_once_while_a_value_holds_it():
+    """A part that several kept values hold (the same group of tokens in many
+    walks) counts once toward the budget, and stops counting when the last
+    value holding it leaves: neither over- nor under-counted."""
+    from constrained.recent import Recent
+
+    kept = Recent(100)
+    kept.put("a", "a", 5, [("shared", 40), ("own a", 10)])
+    kept.put("b", "b", 5, [("shared", 40)])
+    assert kept.size == 5 + 40 + 10 + 5
+    kept.put("c", "c", 5, [("shared", 40), ("own c", 30)])  # 95: fits
+    assert kept.size == 95 and all(kept.get(k) for k in "abc")
+    kept.put("d", "d", 10)  # 105: the oldest goes, with its own part, not the shared one
+    assert kept.get("a") is None and kept.size == 105 - 15
+    kept.put("b", "b2", 5)  # stored again without the part: c still holds it
+    assert kept.size == 90
+    kept.put("e", "e", 60)  # 150: c goes, and the shared part with its last holder
+    assert kept.get("c") is None and kept.get("d") == "d" and kept.get("b") == "b2"
+    assert kept.size == 10 + 5 + 60
+
+
 def test_terminals_several_grammars_use_outlive_one_off_ones(tokenizers, monkeypatch):
     """Terminals' tables are shared across grammars: one that a second grammar
     used is kept while more one-off terminals than are kept come and go; a
