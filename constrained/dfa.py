@@ -57,6 +57,17 @@ class DFA:
         found.update(self.accepting.astype(bool))
         return found.hexdigest()[:32]
 
+    @cached_property
+    def finite(self) -> bool:
+        """Whether it accepts finitely many strings (``is_finite``; makers that
+        know it say so, ``known``: every declared name's terminal is asked)."""
+        return is_finite(self)
+
+    @cached_property
+    def widest(self) -> int:
+        """The most bytes one state lets in."""
+        return int((self.transitions >= 0).sum(axis=1).max())
+
     def run(self, data: bytes, state: int = 0) -> int:
         """The state after ``data`` from ``state``, or -1."""
         for b in data:
@@ -693,7 +704,15 @@ def literal(data: bytes) -> DFA:
     transitions[np.arange(n), np.frombuffer(data, dtype=np.uint8)] = np.arange(1, n + 1)
     accepting = np.zeros(n + 1, dtype=bool)
     accepting[n] = True
-    return DFA(transitions, accepting)
+    return known(DFA(transitions, accepting), finite=True, widest=min(n, 1))
+
+
+def known(a: DFA, **properties) -> DFA:
+    """``a`` with cached properties (``finite``, ``widest``) that its maker knows
+    set rather than computed: an object's first key asks them of each declared
+    name's terminal, where computing them costs more than the rest of its table."""
+    a.__dict__.update(properties)
+    return a
 
 
 def complement(a: DFA) -> DFA:

@@ -46,7 +46,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .constraint import Compiled
-from .dfa import DFA, finite_after, from_regex, gc_paused, is_finite, is_subset
+from .dfa import DFA, finite_after, from_regex, gc_paused, is_subset
 from .errors import ConstrainedError
 from .grammar_index import GrammarIndex
 from .lalr import END, ParseTable, SuffixMemo
@@ -229,7 +229,7 @@ def _check_shadows(shadows: dict, terminals: dict) -> None:
                                    "infinitely many endings; some have finitely many")
     pairs = {(terminals[name].digest, terminals[t].digest): (name, t) for name, by in shadows.items() for t in by}
     for name, t in pairs.values():
-        if not is_finite(terminals[t]):
+        if not terminals[t].finite:
             raise ConstrainedError(f"terminal {t} shadows {name}, so it must match finitely many strings; "
                                    "it matches infinitely many")
         if not is_subset(terminals[t], terminals[name]):

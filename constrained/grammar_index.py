@@ -45,7 +45,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .dfa import DFA, is_finite
+from .dfa import DFA
 from .index import walk_trie
 from .lalr import SuffixMemo
 from .models import cache_dir
@@ -829,7 +829,7 @@ def _whole_table_pays(dfa: DFA, vocab: Vocabulary, narrow: bool) -> bool:
     an enum (a finite language) always: each row walks only the few tokens
     alive from its state (``_TerminalTokens._narrow_walk``)."""
     small = dfa.n_states <= _SMALL_STATES
-    if narrow and (not small or is_finite(dfa)):  # (finiteness costs more than the rest: asked last)
+    if narrow and (not small or dfa.finite):  # (finiteness costs more than the rest: asked last)
         return False
     if small:
         return True
@@ -840,7 +840,7 @@ def _whole_table_pays(dfa: DFA, vocab: Vocabulary, narrow: bool) -> bool:
 
 def _narrow(dfa: DFA) -> bool:
     """Whether no state lets in more than _NARROW_BYTES bytes."""
-    return int((dfa.transitions >= 0).sum(axis=1).max()) <= _NARROW_BYTES
+    return dfa.widest <= _NARROW_BYTES
 
 
 _WITHIN: "weakref.WeakKeyDictionary[Vocabulary, dict]" = weakref.WeakKeyDictionary()

@@ -39,6 +39,7 @@ from .dfa import (
     from_regex,
     intersect,
     is_empty,
+    known,
     minimize,
     utf8_encoding,
 )
@@ -314,7 +315,7 @@ def enum_strings(values, *, escapes: str = "dumps") -> DFA:
             raise ConstrainedError(f"the string {value!r} has a lone surrogate, which cannot be written as UTF-8")
     if not values:
         return empty()
-    return _quoted(_spelled(tuple(values), _encoding(escapes)))
+    return known(_quoted(_spelled(tuple(values), _encoding(escapes))), finite=True)
 
 
 def _spelled(values: tuple, encoding) -> DFA:

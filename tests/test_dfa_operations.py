@@ -175,3 +175,15 @@ def test_is_finite_whatever_the_state_numbers(edges, finite):
     if not any(target == 2 or source == 2 for source, target, _ in edges):
         transitions, accepting = transitions[:2], accepting[:2]
     assert is_finite(DFA(transitions, accepting)) == finite
+
+
+@given(values=st.lists(st.text(max_size=6), min_size=1, max_size=4))
+def test_makers_that_know_finiteness_and_width_agree_with_computing_them(values):
+    """literal and enum_strings set DFA.finite (and literal DFA.widest) rather
+    than compute them: the values set are the ones computing gives."""
+    from constrained.json_strings import enum_strings
+
+    for made in [literal(values[0].encode()), enum_strings(values)]:
+        computed = DFA(made.transitions, made.accepting)
+        assert made.finite == computed.finite == is_finite(computed) is True
+        assert made.widest == computed.widest == int((computed.transitions >= 0).sum(axis=1).max())
