@@ -386,9 +386,9 @@ class _Language:
         return self._starts[stack[-1]][0], stack
 
     def context(self, stack: tuple):
-        """(LexContext, whether $END is accepted) for a parser stack. Valid terminals
-        are the acceptable ones the parser really shifts (LALR may reduce before it
-        notices an error); ignored terminals are always valid."""
+        """The LexContext of a parser stack. Valid terminals are the acceptable
+        ones the parser really shifts (LALR may reduce before it notices an
+        error); ignored terminals are always valid."""
         parser = self.parser
         last = self._last_context
         if last[0] is stack:  # a step asks again for the stack it just asked for (half the calls)
@@ -403,8 +403,7 @@ class _Language:
                 ignored, actions = self.lexer.ignored, parser.actions[stack[-1]]
                 valid = frozenset(k for k in acceptable  # (a shift never fails: only reductions need feeding)
                                   if ignored[k] or k in actions and (actions[k][0] or parser.feed(stack, k) is not None))
-                value = (self.lexer.context(acceptable, valid), parser.feed(stack, END) is not None)
-                found = depth(), value
+                found = depth(), self.lexer.context(acceptable, valid)
                 self._contexts.put(0, stack, *found)
         self._last_context = (stack, *found)
         return found[1]
@@ -417,18 +416,24 @@ class _Language:
         stack = self.parser.feed(stack, term)
         return (self.lexer.n_states, None) if stack is None else (self._starts[stack[-1]][0], stack)
 
+    def end_ok(self, stack: tuple) -> bool:
+        """Whether the parser accepts the input ending here. (Asked apart from
+        the context: $END's reductions read deep into the stack, and the masks
+        and walks that need only the context are remembered under the states
+        they read.)"""
+        return self.parser.feed(stack, END) is not None
+
     def eos_ok(self, q: int, stack: tuple) -> bool:
-        ctx, end_ok = self.context(stack)
         if q in self.lexer.starts:
-            return end_ok
-        term = int(ctx.choice[q])
+            return self.end_ok(stack)
+        term = int(self.context(stack).choice[q])
         if term < 0:
             return False
-        return self.context(self.after(stack, term)[1])[1]
+        return self.end_ok(self.after(stack, term)[1])
 
     def step(self, q: int, stack: tuple, data: bytes):
         """(lexer state, stack) after ``data``, or None where it is not allowed."""
-        ctx = self.context(stack)[0]
+        ctx = self.context(stack)
         trans = self.lexer.trans
         for b in data:
             nq = trans[q, b]
@@ -439,7 +444,7 @@ class _Language:
             if term < 0:
                 return None
             q, stack = self.after(stack, term)
-            ctx = self.context(stack)[0]
+            ctx = self.context(stack)
             nq = trans[q, b]
             if not ctx.alive_lark[nq]:
                 return None
@@ -449,10 +454,10 @@ class _Language:
         return int(q), stack
 
     def forced(self, q: int, stack: tuple) -> bytes:
-        ctx, end_ok = self.context(stack)
+        ctx = self.context(stack)
         out = bytearray()
         while len(out) < 256:
-            if ctx.choice[q] >= 0 or (q in self.lexer.starts and end_ok):
+            if ctx.choice[q] >= 0 or (q in self.lexer.starts and self.end_ok(stack)):
                 break
             nxt = self.lexer.trans[q]
             live = np.flatnonzero(ctx.alive_valid[nxt])

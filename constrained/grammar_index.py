@@ -108,6 +108,10 @@ class _Split(NamedTuple):
     walked: tuple | None  # those tokens walked from the state (_walk's answer), where at most _FEW_SHARED; else None
 
 
+_NOTHING = np.zeros(0, dtype=np.int64)
+_NO_WALK = (_NOTHING,) * 5  # _walk's answer for no tokens
+
+
 class _Group:
     """Tokens with the offset of the byte each goes on from, and an id that is the
     same for equal groups (a digest): what happens to them in a lexeme depends
@@ -242,14 +246,14 @@ class GrammarIndex:
             k = alive[0]
             inner = self._terminal(k).known_next_state(int(self.lexer.components[q, k]), token)
             end = self.lexer.n_states if inner is None or inner < 0 else int(self.lexer.single_base[k]) + inner
-            ctx = self.language.context(stack)[0]
+            ctx = self.language.context(stack)
             if ctx.alive_lark[end]:  # the token stays inside the lexeme
                 return (int(end), stack) if ctx.alive_valid[end] else None
         return self.language.step(q, stack, data)
 
     def mask(self, q: int, stack: tuple) -> np.ndarray:
         parser = self.parser
-        ctx = self.language.context(stack)[0]
+        ctx = self.language.context(stack)
         seen = self._canonical(q, ctx)
         hit = self._masks.get(seen, stack)
         if hit is not None:
@@ -441,16 +445,19 @@ class GrammarIndex:
             alive_bytes = np.zeros((len(live), 256), dtype=bool)  # per live terminal, the bytes that keep it alive
             alive_bytes[:, reached] = lexer.alive[after[reached]][:, live].T
             entered = alive_bytes.sum(axis=0)
+            shared = entered > 1
             alone = alive_bytes & (entered == 1)
-            n_shared = int(self.first_byte_counts[entered > 1].sum())
+            n_shared = int(self.first_byte_counts[shared].sum())
             walked = None
-            if n_shared <= _FEW_SHARED:
-                walked = self._walk(self._ids(self.starting_with(entered > 1)), None, q, ctx.alive_lark)
+            if not n_shared:
+                walked = _NO_WALK
+            elif n_shared <= _FEW_SHARED:
+                walked = self._walk(self._ids(self.starting_with(shared)), None, q, ctx.alive_lark)
             if len(self._splits) >= _WALK_CACHE:
                 self._splits.clear()
             own = [row if any_alone else None for row, any_alone in zip(alone, alone.any(axis=1).tolist())]
             hit = self._splits[key] = _Split(live, entered, n_shared, own,
-                                             (alive_bytes & (entered > 1)).any(axis=1).tolist(), walked)
+                                             (alive_bytes & shared).any(axis=1).tolist(), walked)
         return hit
 
     def _not_outranked(self, inside: np.ndarray, outranking: list, q: int, ctx) -> np.ndarray:
@@ -483,7 +490,7 @@ class GrammarIndex:
         if stack is None:
             return []
         parser = self.parser
-        ctx = self.language.context(stack)[0]
+        ctx = self.language.context(stack)
         key = (group.id, self._canonical(q, ctx), ctx.key)
         hit = self._follows.get(key, stack)
         if hit is not None:

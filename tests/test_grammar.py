@@ -862,10 +862,10 @@ def test_a_stack_asked_for_again_reads_as_deep(tokenizers):
     language, parser = g.language, g.language.parser
     deep = 0
     for stack in {state[1] for state in matcher._states if state is not None}:
-        ctx = language.context(stack)[0]
+        ctx = language.context(stack)
         stored = language._contexts.get(0, stack)[0]
         with parser.reading(stack) as depth:
-            assert language.context(stack)[0] is ctx
+            assert language.context(stack) is ctx
             assert depth() == stored
         deep += stored > 1
         shifted = {k for k in language.acceptable[stack[-1]]
