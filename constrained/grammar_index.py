@@ -108,10 +108,6 @@ class _Split(NamedTuple):
     walked: tuple | None  # those tokens walked from the state (_walk's answer), where at most _FEW_SHARED; else None
 
 
-_NOTHING = np.zeros(0, dtype=np.int64)
-_NO_WALK = (_NOTHING,) * 5  # _walk's answer for no tokens
-
-
 class _Group:
     """Tokens with the offset of the byte each goes on from, and an id that is the
     same for equal groups (a digest): what happens to them in a lexeme depends
@@ -449,9 +445,7 @@ class GrammarIndex:
             alone = alive_bytes & (entered == 1)
             n_shared = int(self.first_byte_counts[shared].sum())
             walked = None
-            if not n_shared:
-                walked = _NO_WALK
-            elif n_shared <= _FEW_SHARED:
+            if n_shared <= _FEW_SHARED:
                 walked = self._walk(self._ids(self.starting_with(shared)), None, q, ctx.alive_lark)
             if len(self._splits) >= _WALK_CACHE:
                 self._splits.clear()
