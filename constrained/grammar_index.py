@@ -70,7 +70,6 @@ _SMALL_STATES = 24  # terminals with at most this many DFA states get a whole to
 _WHOLE_TABLE_STATES = 200  # those with more than this get a token row per state reached
 _TABLE_PAIRS = 1_000_000  # in between, a whole table pays up to about this many (state, token spelled in its bytes) pairs
 _NARROW_BYTES = 40  # but no more than _SMALL_STATES where no state lets in more bytes than this (rows are cheap)
-_ROWS_KEPT = 256  # such rows kept per terminal (the most recently used)
 _EXITS_KEPT = 4096  # per terminal, states whose exits are kept (the most recently used)
 _BELOW_STATES = 64  # states below a state whose exits are shared by the automaton below it (_TerminalTokens._below)
 _BELOW_KEPT = 256  # such exits kept per vocabulary (the most recently used)
@@ -235,17 +234,7 @@ class GrammarIndex:
     def step(self, q: int, stack: tuple, token: int):
         """(lexer state, stack) after ``token`` (not EOS), or None where it is not allowed."""
         data = self.vocab.tokens[token]
-        if not data:
-            return None
-        alive = self.lexer.alive_terminals[q]
-        if len(alive) == 1:  # inside most lexemes one terminal is left: its table answers
-            k = alive[0]
-            inner = self._terminal(k).known_next_state(int(self.lexer.components[q, k]), token)
-            end = self.lexer.n_states if inner is None or inner < 0 else int(self.lexer.single_base[k]) + inner
-            ctx = self.language.context(stack)
-            if ctx.alive_lark[end]:  # the token stays inside the lexeme
-                return (int(end), stack) if ctx.alive_valid[end] else None
-        return self.language.step(q, stack, data)
+        return self.language.step(q, stack, data) if data else None
 
     def mask(self, q: int, stack: tuple) -> np.ndarray:
         parser = self.parser
@@ -872,9 +861,8 @@ class _TerminalTokens:
     or, for a state whose tokens mostly fare as from another (inside a key that
     a name may not be, as in the string's body), only the tokens whose first
     byte tells the two apart (``_donor``). A narrow one (no state lets in more
-    than _NARROW_BYTES bytes: literals, enums) keeps only the few tokens alive
-    from each state it met, with their states (``_narrow_walk``), for
-    ``known_next_state``."""
+    than _NARROW_BYTES bytes: literals, enums) walks only the few tokens alive
+    from each state it meets (``_narrow_walk``)."""
 
     def __init__(self, dfa: DFA, vocab: Vocabulary, key: str):
         self.dfa, self.vocab = dfa, vocab
@@ -882,7 +870,6 @@ class _TerminalTokens:
         self._narrow = _narrow(dfa)
         whole = _whole_table_pays(dfa, vocab, self._narrow)
         self.table, self.group = _stored_table(dfa, vocab, key) if whole else (None, None)
-        self._rows: OrderedDict = OrderedDict()
         self.trans = np.empty((n + 1, 256), dtype=np.int32)  # the last row: the dead sink every byte leads to
         self.trans[:n] = dfa.transitions
         self.trans[self.trans < 0] = n
@@ -891,7 +878,6 @@ class _TerminalTokens:
         self.accepting = np.zeros(n + 1, dtype=bool)
         self.accepting[:n] = dfa.accepting
         self._exits: OrderedDict = OrderedDict()
-        self._like: dict = {}  # state: (its donor, the first bytes on which they agree), see _donor
 
     @functools.cached_property
     def entry(self) -> np.ndarray:
@@ -902,47 +888,12 @@ class _TerminalTokens:
         """Per token, the state after it from s (-1: dead)."""
         if self.table is not None:
             return np.take(self.table[s], self.group)
-        return self._row(s)
-
-    def known_next_state(self, s: int, token: int):
-        """The state after ``token`` from s if that costs a lookup, else None."""
-        if self.table is not None:
-            return int(self.table[s, self.group[token]])
-        while True:
-            row = self._rows.get(s)
-            if row is None:
-                return None
-            if not isinstance(row, tuple):
-                return int(row[token])
-            tokens, states = row  # the tokens walked from s, ascending, and their states
-            at = int(np.searchsorted(tokens, token))
-            if at < len(tokens) and tokens[at] == token:
-                return int(states[at])
-            like = self._like.get(s)  # tokens not walked fare as from the donor where the first byte agrees
-            data = self.vocab.tokens[token]
-            if like is None or not data or not like[1][data[0]]:
-                return -1
-            s = like[0]
-
-    def _row(self, s: int) -> np.ndarray:
-        """Per token, the state after it from s (-1: dead)."""
-        row = self._rows.get(s)
-        if isinstance(row, np.ndarray):
-            self._rows.move_to_end(s)
-            return row
         trie = self.vocab.trie
-        return self._keep_row(s, trie_row(trie.parent, trie.byte, trie.token_node, self.trans, s))
-
-    def _keep_row(self, s: int, row: np.ndarray) -> np.ndarray:
-        self._rows[s] = row
-        if len(self._rows) > _ROWS_KEPT:
-            self._rows.popitem(last=False)
-        return row
+        return trie_row(trie.parent, trie.byte, trie.token_node, self.trans, s)
 
     def _narrow_walk(self, s: int):
         """The trie walked from s below the nodes where the DFA lives only: (the
-        tokens alive from s, ascending, and the state each reaches; the tokens
-        that complete it and go on, with the offset of the byte that does not
+        tokens alive from s, ascending; the tokens that complete it and go on, with the offset of the byte that does not
         fit), by ``walks.narrow_walk``."""
         trie = self.vocab.trie
         spelled, spelled_start = trie.tokens_by_node
@@ -977,8 +928,7 @@ class _TerminalTokens:
     def _exits_narrow(self, s: int, index: "GrammarIndex"):
         """(the tokens that keep s alive, ascending, the ``_Group`` of those that
         complete it and go on) where few tokens live: one walk of them says it all."""
-        tokens, states, b_tok, b_off = self._narrow_walk(s)
-        self._keep_row(s, (tokens, states))
+        tokens, b_tok, b_off = self._narrow_walk(s)
         usable = index.usable[b_tok]  # in the walk's order: the same every time, so the group's id is too
         return tokens[index.usable[tokens]], _group(b_tok[usable], b_off[usable])
 
@@ -1043,9 +993,7 @@ class _TerminalTokens:
         to the same state are read off the donor's, the others walked
         (``walks.exits_like``)."""
         d_stays, _, d_left, _ = self.exits(donor, index)
-        stays, ended, end_state, tok, off = exits_like(
+        stays, tok, off = exits_like(
             index._data, index._starts, index.lengths, index._by_first_ids, index._first_starts, self.trans,
             self.alive, self.accepting, s, donor, _writable(d_stays), d_left.tok, d_left.off)
-        self._like[s] = (donor, self.trans[s] == self.trans[donor])
-        self._keep_row(s, (ended, end_state))
         return stays, _group(tok, off)

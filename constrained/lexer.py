@@ -330,7 +330,6 @@ class Lexer:
             accepting[base:base + dfa.n_states, t] = dfa.accepting
             alive_terminals.extend([[t]] * dfa.n_states)
         self.components = comps  # per state, each terminal's DFA state (-1: dead)
-        self.single_base = single_base  # per terminal, the state where it alone is alive in its DFA state 0 (-1: none)
         self.n_states = n
         self.alive = comps >= 0
         self.alive_terminals = alive_terminals + [[]]  # the sentinel's: none

@@ -276,9 +276,9 @@ def trie_exits(parent, byte, level_start, token_node, trans, q, alive):
 
 
 @njit  # compiled into narrow_walk, and cached with it
-def _walk_below(child_start, byte, first, end, trans, q, alive, reached, states, left, before, depth):
-    """``narrow_walk``'s walk of the trie, writing the nodes reached (with their
-    states) and left (with the state before, and depth) into the arrays as far
+def _walk_below(child_start, byte, first, end, trans, q, alive, reached, left, before, depth):
+    """``narrow_walk``'s walk of the trie, writing the nodes reached and left
+    (with the state before, and depth) into the arrays as far
     as they reach; returns how many nodes it reached and left. (Run twice, to
     count and then to fill: arrays that grow in the loop would cost reference
     counting at every step.)"""
@@ -290,7 +290,7 @@ def _walk_below(child_start, byte, first, end, trans, q, alive, reached, states,
             t = trans[s, byte[c]]
             if alive[t]:
                 if n_reached < len(reached):
-                    reached[n_reached], states[n_reached] = c, t
+                    reached[n_reached] = c
                 n_reached += 1
                 if child_start[c] < child_start[c + 1]:
                     todo.append((np.int64(child_start[c]), np.int64(child_start[c + 1]), np.int64(t), d + 1))
@@ -308,28 +308,26 @@ def narrow_walk(child_start, byte, first, end, trans, q, alive, accepting, spell
     """For an automaton that few tokens keep alive from state q (a literal, an
     enum): the trie walked from q (its first bytes are nodes first..end) below
     the nodes where ``alive`` holds only. Returns (the tokens spelled at the
-    nodes reached, ascending, and the state each reaches; the tokens that
+    nodes reached, ascending; the tokens that
     complete the automaton and go on, below a node past the first byte where it
     stops holding after an ``accepting`` state, with the offset of that byte).
     Node n spells ``spelled[spelled_start[n]:spelled_start[n + 1]]``, and has
     ``below[below_first[n]:below_end[n]]`` at or below it. Children of a node
     are ``child_start[n]`` to ``child_start[n + 1]``."""
     nothing = np.empty(0, np.int64)
-    n_reached, n_left = _walk_below(child_start, byte, first, end, trans, q, alive,
-                                    nothing, nothing, nothing, nothing, nothing)
-    reached, states = np.empty(n_reached, np.int64), np.empty(n_reached, np.int64)
+    n_reached, n_left = _walk_below(child_start, byte, first, end, trans, q, alive, nothing, nothing, nothing, nothing)
+    reached = np.empty(n_reached, np.int64)
     left, before, depth = np.empty(n_left, np.int64), np.empty(n_left, np.int64), np.empty(n_left, np.int64)
-    _walk_below(child_start, byte, first, end, trans, q, alive, reached, states, left, before, depth)
+    _walk_below(child_start, byte, first, end, trans, q, alive, reached, left, before, depth)
     count = 0
     for i in range(n_reached):
         count += spelled_start[reached[i] + 1] - spelled_start[reached[i]]
-    tokens, token_states = np.empty(count, np.int64), np.empty(count, np.int64)
+    tokens = np.empty(count, np.int64)
     k = 0
     for i in range(n_reached):
         for j in range(spelled_start[reached[i]], spelled_start[reached[i] + 1]):
-            tokens[k], token_states[k] = spelled[j], states[i]
+            tokens[k] = spelled[j]
             k += 1
-    order = np.argsort(tokens)
     count = 0
     for i in range(n_left):
         if depth[i] > 0 and accepting[before[i]]:
@@ -341,7 +339,7 @@ def narrow_walk(child_start, byte, first, end, trans, q, alive, accepting, spell
             for j in range(below_first[left[i]], below_end[left[i]]):
                 leaving[k], offsets[k] = below[j], depth[i]
                 k += 1
-    return tokens[order], token_states[order], leaving, offsets
+    return np.sort(tokens), leaving, offsets
 
 
 @compiled("(int64[::1], int32[::1], int64[::1], int64[::1], int64[::1], int64[::1], boolean[::1], boolean[::1], "
@@ -502,8 +500,7 @@ def exits_like(data, starts, lengths, by_first, first_starts, trans, alive, acce
     tokens whose first byte takes both to the same state fare alike; the
     others alive from s are walked (the usable tokens by first byte are
     ``by_first[first_starts[b]:first_starts[b + 1]]``, ascending). Returns (the
-    packed tokens that keep s alive; the walked ones that end inside, ascending,
-    and their states; the tokens that complete s's terminal and go on, with the
+    packed tokens that keep s alive; the tokens that complete s's terminal and go on, with the
     offset of the byte that starts the next lexeme: the donor's ``d_tok``,
     ``d_off`` whose first byte agrees, then the walked ones by offset)."""
     stays = d_stays.copy()
@@ -515,11 +512,9 @@ def exits_like(data, starts, lengths, by_first, first_starts, trans, alive, acce
                 stays[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
             if alive[trans[s, b]]:
                 n_walked += first_starts[b + 1] - first_starts[b]
-    ended = np.empty(n_walked, np.int64)
-    end_state = np.empty(n_walked, np.int32)
     left = np.empty(n_walked, np.int64)
     left_off = np.empty(n_walked, np.int64)
-    n_ended = n_left = 0
+    n_left = 0
     for b in range(256):
         if trans[s, b] == trans[donor, b] or not alive[trans[s, b]]:
             continue
@@ -534,12 +529,9 @@ def exits_like(data, starts, lengths, by_first, first_starts, trans, alive, acce
                 p += 1
             if p == end:
                 stays[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-                ended[n_ended], end_state[n_ended] = t, state
-                n_ended += 1
             elif accepting[state]:
                 left[n_left], left_off[n_left] = t, p
                 n_left += 1
-    order = np.argsort(ended[:n_ended])
     by_off = np.argsort(left_off[:n_left], kind="mergesort")
     n_kept = 0
     for t in d_tok:
@@ -555,7 +547,7 @@ def exits_like(data, starts, lengths, by_first, first_starts, trans, alive, acce
     for i in by_off:
         tok[j], off[j] = left[i], left_off[i]
         j += 1
-    return stays, ended[:n_ended][order], end_state[:n_ended][order], tok, off
+    return stays, tok, off
 
 
 @compiled("(int64[::1], int64)")

@@ -242,8 +242,8 @@ def test_exits_like_agrees_with_walking_every_token():
         return walks.pack_ids(np.array(stay, dtype=np.int64), 19), np.array(tok, dtype=np.int64), np.array(off, dtype=np.int64)
 
     d_stays, d_tok, d_off = walked(0)
-    stays, ended, _, tok, off = walks.exits_like(data, starts, lengths, by_first, first_starts, trans, alive,
-                                                 accepting, 1, 0, d_stays, d_tok, d_off)
+    stays, tok, off = walks.exits_like(data, starts, lengths, by_first, first_starts, trans, alive,
+                                       accepting, 1, 0, d_stays, d_tok, d_off)
     e_stays, e_tok, e_off = walked(1)
     assert np.array_equal(stays, e_stays)
     assert sorted(zip(tok.tolist(), off.tolist())) == sorted(zip(e_tok.tolist(), e_off.tolist()))
@@ -253,5 +253,4 @@ def test_exits_like_agrees_with_walking_every_token():
     walked_ones = sorted(((t, o) for t, o in zip(e_tok.tolist(), e_off.tolist()) if not agree[first[t]]),
                          key=lambda pair: (pair[1], first[pair[0]], pair[0]))
     assert list(zip(tok.tolist(), off.tolist())) == donors + walked_ones and len(walked_ones) > 1
-    assert set(ended.tolist()) <= set(walks.unpack_ids(stays).tolist()) and set(first[ended].tolist()) <= {2}
-    assert len(e_tok) and len(ended)
+    assert len(e_tok)
