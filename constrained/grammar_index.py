@@ -893,8 +893,8 @@ class _TerminalTokens:
 
     def _narrow_walk(self, s: int):
         """The trie walked from s below the nodes where the DFA lives only: (the
-        tokens alive from s, ascending; the tokens that complete it and go on, with the offset of the byte that does not
-        fit), by ``walks.narrow_walk``."""
+        tokens alive from s, ascending; the tokens that complete it and go on,
+        with the offset of the byte that does not fit), by ``walks.narrow_walk``."""
         trie = self.vocab.trie
         spelled, spelled_start = trie.tokens_by_node
         below, below_first, below_end = trie.subtrees

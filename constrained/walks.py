@@ -278,10 +278,10 @@ def trie_exits(parent, byte, level_start, token_node, trans, q, alive):
 @njit  # compiled into narrow_walk, and cached with it
 def _walk_below(child_start, byte, first, end, trans, q, alive, reached, left, before, depth):
     """``narrow_walk``'s walk of the trie, writing the nodes reached and left
-    (with the state before, and depth) into the arrays as far
-    as they reach; returns how many nodes it reached and left. (Run twice, to
-    count and then to fill: arrays that grow in the loop would cost reference
-    counting at every step.)"""
+    (with the state before, and depth) into the arrays as far as they reach;
+    returns how many nodes it reached and left. (Run twice, to count and then
+    to fill: arrays that grow in the loop would cost reference counting at
+    every step.)"""
     n_reached = n_left = 0
     todo = [(first, end, q, 0)]  # nodes whose children are yet to walk: first child, end, state, depth
     while todo:
@@ -308,9 +308,9 @@ def narrow_walk(child_start, byte, first, end, trans, q, alive, accepting, spell
     """For an automaton that few tokens keep alive from state q (a literal, an
     enum): the trie walked from q (its first bytes are nodes first..end) below
     the nodes where ``alive`` holds only. Returns (the tokens spelled at the
-    nodes reached, ascending; the tokens that
-    complete the automaton and go on, below a node past the first byte where it
-    stops holding after an ``accepting`` state, with the offset of that byte).
+    nodes reached, ascending; the tokens that complete the automaton and go on,
+    below a node past the first byte where it stops holding after an
+    ``accepting`` state, with the offset of that byte).
     Node n spells ``spelled[spelled_start[n]:spelled_start[n + 1]]``, and has
     ``below[below_first[n]:below_end[n]]`` at or below it. Children of a node
     are ``child_start[n]`` to ``child_start[n + 1]``."""
@@ -500,9 +500,10 @@ def exits_like(data, starts, lengths, by_first, first_starts, trans, alive, acce
     tokens whose first byte takes both to the same state fare alike; the
     others alive from s are walked (the usable tokens by first byte are
     ``by_first[first_starts[b]:first_starts[b + 1]]``, ascending). Returns (the
-    packed tokens that keep s alive; the tokens that complete s's terminal and go on, with the
-    offset of the byte that starts the next lexeme: the donor's ``d_tok``,
-    ``d_off`` whose first byte agrees, then the walked ones by offset)."""
+    packed tokens that keep s alive; the tokens that complete s's terminal and
+    go on, with the offset of the byte that starts the next lexeme: the donor's
+    ``d_tok``, ``d_off`` whose first byte agrees, then the walked ones by
+    offset)."""
     stays = d_stays.copy()
     n_walked = 0
     for b in range(256):
