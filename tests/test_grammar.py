@@ -1223,10 +1223,11 @@ def test_terminals_several_grammars_use_outlive_one_off_ones(tokenizers, monkeyp
     assert gi._terminal_tokens(once, vocab) is not lone
 
 
-def test_token_rows_of_narrow_terminals(tokenizers):
+def test_narrow_walks_of_terminals_with_many_states(tokenizers):
     """A literal spelled with every escape has many states, each letting in a
-    few bytes: it gets rows, each walked below the trie nodes alive from its
-    state only, and every token's state is what the DFA reads byte by byte."""
+    few bytes: it gets no whole table; from each state, the trie is walked
+    below the nodes alive from it only, and the tokens found are those that
+    the DFA, reading each token byte by byte, keeps alive."""
     from constrained.grammar_index import _narrow, _TerminalTokens, _token_matrix, _whole_table_pays
     from constrained.json_strings import string_literal
 
