@@ -12,7 +12,9 @@ database; scripts and other properties are refused). JSON Schema
 patterns are unanchored: a pattern matches a string if it matches anywhere in
 it: the translation is padded with "any characters" on both sides, and the
 anchors ``^`` and ``$`` read marks at the ends of the string (see
-search_pattern). Constructs an automaton cannot enforce (lookarounds,
+search_pattern). Lookaheads right after a leading ``^`` (``^(?!_)[a-z_]+$``) are
+taken apart (leading_lookaheads), their automata intersected or subtracted by
+the caller. Constructs an automaton cannot enforce (other lookarounds,
 backreferences, word boundaries) are refused with an error naming them, never
 approximated.
 """
@@ -101,6 +103,37 @@ def search_pattern(pattern: str) -> str:
         )
     start, end = char_class([(START, START)]), char_class([(END, END)])
     return f"{start}?{ANY}*(?:{body}){ANY}*{end}?"
+
+
+def leading_lookaheads(pattern: str) -> tuple[str, list[tuple[bool, str]]]:
+    """(the pattern without the lookaheads that open it, [(whether positive,
+    the pattern "^" + lookahead body)]) for a pattern that starts with ``^``
+    then lookaheads, with no ``|`` outside parentheses: it matches a string
+    where the rest matches from the start and each ``^`` + body does (positive)
+    or does not (negative), as they are all read at the string's start. Other
+    patterns come back whole, with no lookaheads."""
+    if not isinstance(pattern, str) or not pattern.startswith(("^(?=", "^(?!")):
+        return pattern, []
+    translator, looks = _Translator(pattern), []
+    translator.pos = 1
+    while translator.peek(3) in ("(?=", "(?!"):
+        positive = translator.peek(3) == "(?="
+        translator.pos += 3
+        begin = translator.pos
+        translator.disjunction()
+        if translator.peek() != ")":
+            raise translator.error("has an unterminated group")
+        looks.append((positive, "^" + pattern[begin : translator.pos]))
+        translator.pos += 1
+    rest = "^" + pattern[translator.pos :]
+    whole = _Translator(rest)
+    try:
+        whole.alternative()
+    except ConstrainedError:  # the caller reads the rest again, and reports this
+        return rest, looks
+    if whole.pos < len(rest):  # an alternative the lookaheads do not open (or an unmatched ")"): refused whole
+        return pattern, []
+    return rest, looks
 
 
 class _Translator:
@@ -211,7 +244,8 @@ class _Translator:
             if kind[:1] == ":":
                 self.pos += 1
             elif kind[:1] in "=!":
-                raise self.refuse("a lookahead")
+                raise self.error("uses a lookahead that an automaton cannot enforce exactly: only lookaheads "
+                                 "that open the pattern, right after '^' and with no '|' outside parentheses, are")
             elif kind in ("<=", "<!"):
                 raise self.refuse("a lookbehind")
             elif kind[:1] == "<":

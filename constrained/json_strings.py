@@ -35,6 +35,7 @@ from .dfa import (
     MAX_STATES,
     DFA,
     complement_ranges,
+    difference,
     empty,
     from_regex,
     intersect,
@@ -43,7 +44,7 @@ from .dfa import (
     minimize,
     utf8_encoding,
 )
-from .ecma_regex import ANCHOR_BYTES, ANY, END, START, search_pattern
+from .ecma_regex import ANCHOR_BYTES, ANY, END, START, leading_lookaheads, search_pattern
 from .errors import ConstrainedError
 
 _SHORT_ESCAPES = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
@@ -191,11 +192,27 @@ def _with_anchors(encoding):
 
 
 def _pattern_content(pattern: str, encoding) -> DFA:
-    """The encoded text of the strings in which ``pattern`` (ECMA-262) matches:
-    the search pattern reads them between two anchor marks, which are then
-    taken off (the DFA starts after the first, and accepts where the second
-    would lead to acceptance)."""
-    marked = _content(search_pattern(pattern), _with_anchors(encoding), f"pattern {pattern!r}")
+    """The encoded text of the strings in which ``pattern`` (ECMA-262) matches,
+    its leading lookaheads (ecma_regex.leading_lookaheads) as intersections
+    and differences."""
+    rest, lookaheads = leading_lookaheads(pattern)
+    if not lookaheads:
+        return _search_content(pattern, encoding, pattern)
+    try:
+        found = _search_content(rest, encoding, pattern)
+        for positive, look in lookaheads:
+            found = (intersect if positive else difference)(found, _search_content(look, encoding, pattern))
+    except ConstrainedError as e:
+        raise ConstrainedError(f"{e} (in pattern {pattern!r}, whose leading lookaheads are read apart)") from None
+    return found
+
+
+def _search_content(pattern: str, encoding, whole: str) -> DFA:
+    """The encoded text of the strings in which ``pattern`` (part of ``whole``)
+    matches: the search pattern reads them between two anchor marks, which are
+    then taken off (the DFA starts after the first, and accepts where the
+    second would lead to acceptance)."""
+    marked = _content(search_pattern(pattern), _with_anchors(encoding), f"pattern {whole!r}")
     start_mark, end_mark = ANCHOR_BYTES[START], ANCHOR_BYTES[END]
     start = int(marked.transitions[marked.start, start_mark])
     if start < 0:

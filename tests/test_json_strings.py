@@ -147,6 +147,46 @@ def test_patterns_match_anywhere_with_ecma_semantics(data, pair, texts):
             assert re.search(python, text), (ecma, text)
 
 
+ecma_bodies = st.tuples(
+    st.recursive(_quantified(st.sampled_from(ATOMS)), _combined, max_leaves=4), st.booleans()
+).map(lambda t: (t[0][0] + "$" * t[1], t[0][1] + "\\Z" * t[1]))
+leading_lookaheads = st.tuples(st.lists(st.tuples(st.sampled_from("=!"), ecma_bodies), min_size=1, max_size=2),
+                               ecma_bodies).map(
+    lambda t: tuple("^" + "".join(f"(?{kind}{body[i]})" for kind, body in t[0]) + t[1][i] for i in (0, 1))
+)
+
+
+@settings(max_examples=60)
+@given(data=st.data(), pair=leading_lookaheads, texts=st.lists(tricky_text, min_size=4, max_size=8))
+def test_leading_lookaheads_with_ecma_semantics(data, pair, texts):
+    """Lookaheads that open a pattern hold at the string's start: the rest and
+    each lookahead's body are read from there, and intersected or subtracted."""
+    ecma, python = pair
+    dfa = compile_or_skip(pattern=ecma)
+    for text in texts:
+        for spelled in spellings(text):
+            assert dfa.matches(spelled) == bool(re.search(python, text)), (ecma, spelled)
+    if not is_empty(dfa):
+        for _ in range(3):
+            text = decode(data.draw(members(dfa)))
+            assert re.search(python, text), (ecma, text)
+
+
+def test_leading_lookaheads_on_chosen_strings():
+    cases = [
+        ("^(?!@@)[\\w@]+$", ["ab", "@a", "a@@"], ["@@a", "@@", "", "a b"]),
+        ("^(?!pattern$).*$", ["patterns", "xpattern", ""], ["pattern"]),
+        ("^(?![i|I][o|O])", ["x", "", "oi"], ["io", "IOBroker", "i|"]),
+        ("^(?=.*\\d)(?!.*x).{3}$", ["a1b", "123"], ["abc", "x12", "12"]),
+    ]
+    for pattern, accepted, rejected in cases:
+        dfa = string(pattern=pattern)
+        for text in accepted:
+            assert dfa.matches(json.dumps(text).encode()), (pattern, text)
+        for text in rejected:
+            assert not dfa.matches(json.dumps(text).encode()), (pattern, text)
+
+
 def test_pattern_with_lengths():
     assert string(min_length=2.0, max_length=3.0, escapes="any").matches(b'"ab"')  # integer-valued floats are integers
     dfa = string(min_length=2, max_length=5, pattern="^[a-z]+\\d?$", escapes="any")
@@ -368,6 +408,9 @@ def test_contradictions_are_empty():
     "kw, message",
     [
         ({"pattern": "a(?=b)"}, "uses a lookahead"),
+        ({"pattern": "^(?!a)b|c"}, "uses a lookahead"),  # the lookahead opens one alternative only
+        ({"pattern": "^(?!a)b(?=c)"}, "pattern '^b(?=c)' uses a lookahead"),
+        ({"pattern": "^(?!a)(b"}, "unterminated group (at offset 3) (in pattern '^(?!a)(b'"),
         ({"pattern": "(?<!a)b"}, "uses a lookbehind"),
         ({"pattern": "(a)\\1"}, "uses a backreference"),
         ({"pattern": "(?<n>a)\\k<n>"}, "uses a backreference"),
