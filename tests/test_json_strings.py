@@ -134,9 +134,9 @@ def compile_or_skip(**kw):
         raise
 
 
-@given(data=st.data(), pair=ecma_patterns, texts=st.lists(tricky_text, min_size=4, max_size=8))
-def test_patterns_match_anywhere_with_ecma_semantics(data, pair, texts):
-    ecma, python = pair
+def check_pattern(data, ecma: str, python: str, texts: list) -> None:
+    """The pattern's automaton accepts the texts (every spelling) that Python's
+    ``python`` finds a match in, and its members have one."""
     dfa = compile_or_skip(pattern=ecma)
     for text in texts:
         for spelled in spellings(text):
@@ -145,6 +145,11 @@ def test_patterns_match_anywhere_with_ecma_semantics(data, pair, texts):
         for _ in range(3):
             text = decode(data.draw(members(dfa)))
             assert re.search(python, text), (ecma, text)
+
+
+@given(data=st.data(), pair=ecma_patterns, texts=st.lists(tricky_text, min_size=4, max_size=8))
+def test_patterns_match_anywhere_with_ecma_semantics(data, pair, texts):
+    check_pattern(data, *pair, texts)
 
 
 ecma_bodies = st.tuples(
@@ -161,15 +166,7 @@ leading_lookaheads = st.tuples(st.lists(st.tuples(st.sampled_from("=!"), ecma_bo
 def test_leading_lookaheads_with_ecma_semantics(data, pair, texts):
     """Lookaheads that open a pattern hold at the string's start: the rest and
     each lookahead's body are read from there, and intersected or subtracted."""
-    ecma, python = pair
-    dfa = compile_or_skip(pattern=ecma)
-    for text in texts:
-        for spelled in spellings(text):
-            assert dfa.matches(spelled) == bool(re.search(python, text)), (ecma, spelled)
-    if not is_empty(dfa):
-        for _ in range(3):
-            text = decode(data.draw(members(dfa)))
-            assert re.search(python, text), (ecma, text)
+    check_pattern(data, *pair, texts)
 
 
 def test_leading_lookaheads_on_chosen_strings():
