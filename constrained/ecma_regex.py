@@ -83,26 +83,32 @@ START, END = 0xD800, 0xD801
 ANCHOR_BYTES = {START: 0xFE, END: 0xFF}
 
 
-def search_pattern(pattern: str) -> str:
-    """A Python pattern whose full matches are exactly START + s + END for the
-    strings s in which the ECMA-262 ``pattern`` matches somewhere. An anchor
-    is then a character that only the ends have: ``^`` matches START, which is
-    only there before the first character. That is exact as long as no match
-    passes two ``^`` (or two ``$``): they would need two START characters where
-    ECMA's zero-width assertions can both hold; such patterns are refused."""
+MAX_ANCHORS = 8  # the most ^ (or $) that a match may need to pass, for search_pattern
+
+
+def search_pattern(pattern: str) -> tuple[str, int, int]:
+    """(a Python pattern, n, m) such that the strings s in which the ECMA-262
+    ``pattern`` matches somewhere are exactly those for which n START marks,
+    s, then m END marks fully match it. An anchor is then a character that
+    only the ends have: ``^`` reads a START mark, which is only there before
+    the first character, and a match that passes ``^`` several times (``^^a``,
+    ``(^|b)+``) reads several; marks it does not read, the "any characters"
+    around it do. n and m are the most anchors some match needs (a repeat
+    passes an anchor in at most one iteration that reads characters, and
+    iterations that read none are needed only up to the least count)."""
     if not isinstance(pattern, str):
         raise ConstrainedError(f"a pattern is a string, got {type(pattern).__name__}")
     translator = _Translator(pattern)
     body, starts, ends = translator.disjunction()
     if translator.pos < len(pattern):
         raise translator.error("has an unmatched ')'")
-    if starts > 1 or ends > 1:
+    if max(starts, ends) > MAX_ANCHORS:
         raise translator.error(
-            "passes '^' or '$' more than once on one path (as in '^^' or '(^a)+'), which is not supported: "
-            "write it with at most one of each on every path"
+            f"may need to pass '^' or '$' more than {MAX_ANCHORS} times on one path (as in '(^^){{9}}'), "
+            "which is not supported"
         )
     start, end = char_class([(START, START)]), char_class([(END, END)])
-    return f"{start}?{ANY}*(?:{body}){ANY}*{end}?"
+    return f"{start}*{ANY}*(?:{body}){ANY}*{end}*", max(starts, 1), max(ends, 1)
 
 
 def leading_lookaheads(pattern: str) -> tuple[str, list[tuple[bool, str]]]:
@@ -180,28 +186,28 @@ class _Translator:
                 starts, ends = starts + (anchor == "^"), ends + (anchor == "$")
                 continue
             text, atom_starts, atom_ends = self.atom()
-            quantifier, most = self.quantifier()
-            times = 1 if not quantifier else (2 if most is None else most)  # 2: "more than once"
+            quantifier, low, most = self.quantifier()
+            times = low + 1 if most is None else min(most, low + 1)  # see search_pattern
             out.append(text + quantifier)
             starts, ends = starts + atom_starts * times, ends + atom_ends * times
         return "".join(out), starts, ends
 
-    def quantifier(self) -> tuple[str, int | None]:
-        """The quantifier at the position (or ""), and its most repeats (None: unbounded)."""
+    def quantifier(self) -> tuple[str, int, int | None]:
+        """The quantifier at the position (or ""), its least and its most repeats (None: unbounded)."""
         c = self.peek()
         if c in ("*", "+", "?"):
             self.pos += 1
-            q, most = c, (1 if c == "?" else None)
+            q, low, most = c, int(c == "+"), (1 if c == "?" else None)
         elif c == "{" and (bounds := self.braces()) is not None:
             low, most = bounds
             q = f"{{{low}}}" if low == most else f"{{{low},{'' if most is None else most}}}"
         else:
-            return "", 1
+            return "", 1, 1
         if self.peek() == "?":  # lazy: the same language
             self.pos += 1
         if self.peek() in ("*", "+", "?") or (self.peek() == "{" and self.braces(look=True) is not None):
             raise self.error("has a quantifier with nothing to repeat")
-        return q, most
+        return q, low, most
 
     def braces(self, look: bool = False) -> tuple[int, int | None] | None:
         """A ``{n}``, ``{n,}`` or ``{n,m}`` quantifier at the position, or None

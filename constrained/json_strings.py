@@ -209,16 +209,21 @@ def _pattern_content(pattern: str, encoding) -> DFA:
 
 def _search_content(pattern: str, encoding, whole: str) -> DFA:
     """The encoded text of the strings in which ``pattern`` (part of ``whole``)
-    matches: the search pattern reads them between two anchor marks, which are
-    then taken off (the DFA starts after the first, and accepts where the
-    second would lead to acceptance)."""
-    marked = _content(search_pattern(pattern), _with_anchors(encoding), f"pattern {whole!r}")
+    matches: the search pattern reads them between anchor marks, which are
+    then taken off (the DFA starts after the START marks, and accepts where
+    the END marks would lead to acceptance)."""
+    search, starts, ends = search_pattern(pattern)
+    marked = _content(search, _with_anchors(encoding), f"pattern {whole!r}")
     start_mark, end_mark = ANCHOR_BYTES[START], ANCHOR_BYTES[END]
-    start = int(marked.transitions[marked.start, start_mark])
-    if start < 0:
-        return empty()
+    start = marked.start
+    for _ in range(starts):
+        start = int(marked.transitions[start, start_mark])
+        if start < 0:
+            return empty()
     after_end = marked.transitions[:, end_mark]
-    accepting = (after_end >= 0) & marked.accepting[np.maximum(after_end, 0)]
+    accepting = marked.accepting
+    for _ in range(ends):
+        accepting = (after_end >= 0) & accepting[np.maximum(after_end, 0)]
     transitions = marked.transitions.copy()
     transitions[:, [start_mark, end_mark]] = -1
     dfa = minimize(transitions, accepting, start)

@@ -130,13 +130,14 @@ def compile_or_skip(**kw):
     try:
         return string(**kw, escapes="any")
     except ConstrainedError as e:
-        assume("too complex" not in str(e) and "more than once" not in str(e))
+        assume("too complex" not in str(e) and "more than 8 times" not in str(e))
         raise
 
 
 def check_pattern(data, ecma: str, python: str, texts: list) -> None:
     """The pattern's automaton accepts the texts (every spelling) that Python's
-    ``python`` finds a match in, and its members have one."""
+    ``python`` finds a match in, and its members (up to 12 characters: Python's
+    backtracking takes exponential time on some patterns) have one."""
     dfa = compile_or_skip(pattern=ecma)
     for text in texts:
         for spelled in spellings(text):
@@ -144,7 +145,8 @@ def check_pattern(data, ecma: str, python: str, texts: list) -> None:
     if not is_empty(dfa):
         for _ in range(3):
             text = decode(data.draw(members(dfa)))
-            assert re.search(python, text), (ecma, text)
+            if len(text) <= 12:
+                assert re.search(python, text), (ecma, text)
 
 
 @given(data=st.data(), pair=ecma_patterns, texts=st.lists(tricky_text, min_size=4, max_size=8))
@@ -209,6 +211,11 @@ def test_ecma_specifics():
         ("^$|(^\\S+ \\S+$)", ["", "a b"], [" a b", "a b c"]),
         ("^x$(y)?", ["x"], ["xy"]),  # nothing can follow the end
         ("a^b|c", ["c"], ["ab", "a"]),
+        ("^^a", ["ab"], ["ba"]),  # anchors passed more than once
+        ("(^|b)+c", ["c", "bc", "bbc", "abc"], ["", "b"]),
+        ("^([^,]+(,|$)){3,}$", ["a,b,c", "a,b,c,", "a,b,c,d"], ["a,b", "a,b,", ",,,"]),
+        ("^(/?(\\.{2}|[a-z]*)($|/))*$", ["", "a/b", "../x/", "/a"], ["a.b", "A"]),
+        ("^$[a-z$]*$", [""], ["a", "$"]),
     ]
     for pattern, good, bad in cases:
         dfa = string(pattern=pattern, escapes="any")
@@ -412,9 +419,7 @@ def test_contradictions_are_empty():
         ({"pattern": "(a)\\1"}, "uses a backreference"),
         ({"pattern": "(?<n>a)\\k<n>"}, "uses a backreference"),
         ({"pattern": "\\bword"}, "uses a word boundary"),
-        ({"pattern": "^^a"}, "'^' or '$' more than once on one path"),
-        ({"pattern": "(^a)+"}, "'^' or '$' more than once on one path"),
-        ({"pattern": "a$$"}, "'^' or '$' more than once on one path"),
+        ({"pattern": "(^^){9}"}, "'^' or '$' more than 8 times on one path"),
         ({"pattern": "a)"}, "unmatched ')'"),
         ({"pattern": "(a"}, "unterminated group"),
         ({"pattern": "[a"}, "ends unexpectedly"),
