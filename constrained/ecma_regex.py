@@ -108,7 +108,7 @@ def search_pattern(pattern: str) -> tuple[str, int, int]:
             "which is not supported"
         )
     start, end = char_class([(START, START)]), char_class([(END, END)])
-    return f"{start}*{ANY}*(?:{body}){ANY}*{end}*", max(starts, 1), max(ends, 1)
+    return f"{start}*{ANY}*(?:{body}){ANY}*{end}*", starts, ends
 
 
 def leading_lookaheads(pattern: str) -> tuple[str, list[tuple[bool, str]]]:
@@ -126,11 +126,8 @@ def leading_lookaheads(pattern: str) -> tuple[str, list[tuple[bool, str]]]:
         positive = translator.peek(3) == "(?="
         translator.pos += 3
         begin = translator.pos
-        translator.disjunction()
-        if translator.peek() != ")":
-            raise translator.error("has an unterminated group")
-        looks.append((positive, "^" + pattern[begin : translator.pos]))
-        translator.pos += 1
+        translator.group_body()
+        looks.append((positive, "^" + pattern[begin : translator.pos - 1]))
     rest = "^" + pattern[translator.pos :]
     whole = _Translator(rest)
     try:
@@ -261,11 +258,16 @@ class _Translator:
                 self.pos = end + 1
             else:
                 raise self.error("has an invalid group '(?'")
-        inner, starts, ends = self.disjunction()
+        inner, starts, ends = self.group_body()
+        return f"(?:{inner})", starts, ends
+
+    def group_body(self) -> tuple[str, int, int]:
+        """The disjunction up to a group's ``)``, which is read too."""
+        found = self.disjunction()
         if self.peek() != ")":
             raise self.error("has an unterminated group")
         self.pos += 1
-        return f"(?:{inner})", starts, ends
+        return found
 
     def escape(self) -> list[tuple[int, int]]:
         c = self.peek()
