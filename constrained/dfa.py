@@ -663,6 +663,30 @@ def finite_after(a: DFA) -> np.ndarray:
     return finite
 
 
+def longest(a: DFA) -> int | None:
+    """How many bytes the longest string ``a`` (trimmed) accepts has, or None
+    where it accepts infinitely many: the longest path from the start, in the
+    order of a topological sort (every state with no way out accepts)."""
+    if not a.finite:
+        return None
+    live = a.transitions >= 0
+    edges = np.unique(np.nonzero(live)[0].astype(np.int64) * a.n_states + a.transitions[live])
+    source, target = np.divmod(edges, a.n_states)
+    begin = np.searchsorted(source, np.arange(a.n_states + 1)).tolist()
+    target = target.tolist()
+    waiting = np.bincount(target, minlength=a.n_states).tolist()  # edges into each state not yet followed
+    depth = [0] * a.n_states
+    ready = [a.start]
+    while ready:
+        s = ready.pop()
+        for t in target[begin[s]:begin[s + 1]]:
+            depth[t] = max(depth[t], depth[s] + 1)
+            waiting[t] -= 1
+            if not waiting[t]:
+                ready.append(t)
+    return max(depth)
+
+
 def is_empty(a: DFA) -> bool:
     return not a.accepting.any()
 

@@ -41,6 +41,7 @@ from .dfa import (
     intersect,
     is_empty,
     known,
+    longest,
     minimize,
     utf8_encoding,
 )
@@ -230,10 +231,17 @@ def _search_content(pattern: str, encoding, whole: str) -> DFA:
     return empty() if dfa is None else dfa
 
 
-def _length(low: int, high: int | None, encoding) -> DFA:
+def _length(low: int, high: int | None, encoding, reads: np.ndarray | None = None) -> DFA:
     """The encoded text of strings of low..high code points, built directly as
-    copies of the one-character automaton (a counted regex would be slower)."""
+    copies of the one-character automaton (a counted regex would be slower).
+    With ``reads`` (256 bools), only the spellings made of those bytes: a
+    pattern of ASCII letters meets maxLength 1024 in a thousand states, not
+    the 24 a character that escapes and UTF-8 take."""
     one = from_regex(ANY, encoding)
+    if reads is not None:
+        one = minimize(np.where(reads, one.transitions, -1).astype(np.int32), one.accepting)
+        if one is None:
+            return empty()
     # One character's spellings are prefix-free: one final state, with no way out.
     (final,) = np.flatnonzero(one.accepting)
     inner = np.flatnonzero(~one.accepting)
@@ -305,15 +313,25 @@ def string(
         parts.append(_pattern_content(pattern, encoding))
     if format is not None:
         parts.append(_content(json_formats.regex(format), encoding, f"format {format!r}"))
-    if min_length or max_length is not None or not parts:
-        parts.append(_length(min_length, max_length, encoding))
-    try:
-        return _quoted(reduce(intersect, parts))
-    except ConstrainedError as e:
-        raise ConstrainedError(
-            f"a string with minLength {min_length}, maxLength {max_length}, pattern {pattern!r} and format "
-            f"{format!r} is {str(e).removeprefix('the combined automaton is ')}"
-        ) from None
+
+    def combined(parts):
+        try:
+            return reduce(intersect, parts)
+        except ConstrainedError as e:
+            raise ConstrainedError(
+                f"a string with minLength {min_length}, maxLength {max_length}, pattern {pattern!r} and format "
+                f"{format!r} is {str(e).removeprefix('the combined automaton is ')}"
+            ) from None
+
+    if not parts:
+        return _quoted(_length(min_length, max_length, encoding))
+    content = combined(parts)
+    counted = max_length
+    if max_length is not None and (most := longest(content)) is not None and most <= max_length:
+        counted = None  # (no string it accepts is longer: a character takes a byte at least)
+    if min_length or counted is not None:
+        content = combined([content, _length(min_length, counted, encoding, (content.transitions >= 0).any(axis=0))])
+    return _quoted(content)
 
 
 def matching(regex: str, *, escapes: str = "dumps") -> DFA:

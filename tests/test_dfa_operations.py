@@ -21,6 +21,7 @@ from constrained.dfa import (
     is_finite,
     is_subset,
     literal,
+    longest,
     minimize,
     union,
 )
@@ -107,6 +108,12 @@ def test_union_of_literals_is_the_set(words, probe):
     for word in words:
         assert dfa.matches(word)
     assert_minimal(dfa)
+
+
+@given(words=st.lists(st.binary(max_size=8), min_size=1, max_size=12), loop=st.booleans())
+def test_longest_is_the_longest_string(words, loop):
+    dfa = union(*[literal(w) for w in words], *([from_regex("a+")] if loop else []))
+    assert longest(dfa) == (None if loop else max(map(len, words)))
 
 
 def test_emptiness():

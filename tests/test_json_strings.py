@@ -192,6 +192,35 @@ def test_pattern_with_lengths():
         assert dfa.matches(json.dumps(text).encode()) == ok, text
 
 
+@settings(max_examples=60)
+@given(data=st.data(), pair=ecma_patterns, low=st.integers(0, 3), span=st.one_of(st.none(), st.integers(0, 3)),
+       texts=st.lists(tricky_text, min_size=4, max_size=8))
+def test_patterns_with_lengths_count_code_points(data, pair, low, span, texts):
+    """The length automaton met with a pattern's reads only the bytes the pattern
+    does: the bounds still count code points, whatever their spelling."""
+    (ecma, python), high = pair, None if span is None else low + span
+    dfa = compile_or_skip(pattern=ecma, min_length=low, max_length=high)
+    for text in texts:
+        within = low <= len(text) and (high is None or len(text) <= high)
+        for spelled in spellings(text):
+            assert dfa.matches(spelled) == (within and bool(re.search(python, text))), (ecma, low, high, spelled)
+    if not is_empty(dfa):
+        text = decode(data.draw(members(dfa, max_size=14)))
+        assert re.search(python, text) and low <= len(text) and (high is None or len(text) <= high), (ecma, text)
+
+
+def test_long_bounds_on_narrow_patterns_and_bounded_formats():
+    """maxLength 1024 on ASCII letters takes a state a character (its escapes and
+    UTF-8 never meet the pattern); a format no longer than maxLength needs no count."""
+    dfa = string(max_length=1024, pattern="^[a-z0-9 _-]+$")
+    for text, ok in [("a" * 1024, True), ("a" * 1025, False), ("ab-c d_9", True), ("é", False), ("", False)]:
+        assert dfa.matches(json.dumps(text).encode()) == ok, len(text)
+    assert dfa.n_states < 1100
+    assert string(max_length=255, format="hostname").n_states == string(format="hostname").n_states
+    short = string(max_length=10, format="hostname")
+    assert short.matches(b'"abcdefghij"') and not short.matches(b'"abcdefghijk"')
+
+
 def test_ecma_specifics():
     cases = [
         ("a$", ["xa"], ["a\n", "ab"]),  # $ is the very end
