@@ -651,40 +651,46 @@ def is_finite(a: DFA) -> bool:
     return bool(finite_after(a)[a.start])
 
 
+def _edges(a: DFA, reverse: bool = False) -> tuple[list, list]:
+    """The distinct edges of ``a`` as adjacency lists (begin, ends): the states
+    one byte after s (before it, with ``reverse``) are ends[begin[s]:begin[s + 1]]."""
+    live = a.transitions >= 0
+    sources, targets = np.nonzero(live)[0].astype(np.int64), a.transitions[live].astype(np.int64)
+    if reverse:
+        sources, targets = targets, sources
+    start, end = np.divmod(np.unique(sources * a.n_states + targets), a.n_states)
+    return np.searchsorted(start, np.arange(a.n_states + 1)).tolist(), end.tolist()
+
+
 def finite_after(a: DFA) -> np.ndarray:
     """Per state of ``a`` (trimmed), whether finitely many strings lead from it
     to acceptance: no cycle lies ahead of it."""
-    live = a.transitions >= 0
-    edges = np.unique(a.transitions[live].astype(np.int64) * a.n_states + np.nonzero(live)[0])
-    target, source = np.divmod(edges, a.n_states)  # the edges reversed, by target
-    begin = np.searchsorted(target, np.arange(a.n_states + 1))
+    begin, sources = _edges(a, reverse=True)
     finite = np.zeros(a.n_states, dtype=bool)
-    finite[_above_cycles(source.tolist(), begin.tolist())] = True  # (no cycle leads to them, reversed)
+    finite[_above_cycles(sources, begin)] = True  # (no cycle leads to them, reversed)
     return finite
 
 
 def longest(a: DFA) -> int | None:
-    """How many bytes the longest string ``a`` (trimmed) accepts has, or None
-    where it accepts infinitely many: the longest path from the start, in the
-    order of a topological sort (every state with no way out accepts)."""
-    if not a.finite:
-        return None
-    live = a.transitions >= 0
-    edges = np.unique(np.nonzero(live)[0].astype(np.int64) * a.n_states + a.transitions[live])
-    source, target = np.divmod(edges, a.n_states)
-    begin = np.searchsorted(source, np.arange(a.n_states + 1)).tolist()
-    target = target.tolist()
-    waiting = np.bincount(target, minlength=a.n_states).tolist()  # edges into each state not yet followed
+    """How many bytes the longest string ``a`` (trimmed) accepts has (0 for the
+    empty language), or None where it accepts infinitely many: the longest path
+    from the start, in the order of a topological sort, which never reaches the
+    states on or after a cycle."""
+    begin, targets = _edges(a)
+    waiting = np.bincount(targets, minlength=a.n_states).tolist()  # edges into each state not yet followed
     depth = [0] * a.n_states
-    ready = [a.start]
+    ready, sorted_states = [a.start] if not waiting[a.start] else [], 0  # (an edge into the start closes a cycle)
     while ready:
         s = ready.pop()
-        for t in target[begin[s]:begin[s + 1]]:
+        sorted_states += 1
+        for t in targets[begin[s]:begin[s + 1]]:
             depth[t] = max(depth[t], depth[s] + 1)
             waiting[t] -= 1
             if not waiting[t]:
                 ready.append(t)
-    return max(depth)
+    if sorted_states < a.n_states:
+        return None
+    return max((d for d, accepting in zip(depth, a.accepting.tolist()) if accepting), default=0)
 
 
 def is_empty(a: DFA) -> bool:

@@ -41,6 +41,7 @@ from .dfa import (
     intersect,
     is_empty,
     known,
+    literal,
     longest,
     minimize,
     utf8_encoding,
@@ -240,8 +241,8 @@ def _length(low: int, high: int | None, encoding, reads: np.ndarray | None = Non
     one = from_regex(ANY, encoding)
     if reads is not None:
         one = minimize(np.where(reads, one.transitions, -1).astype(np.int32), one.accepting)
-        if one is None:
-            return empty()
+        if one is None:  # no character can be spelled: only the empty string is left
+            return literal(b"") if low == 0 else empty()
     # One character's spellings are prefix-free: one final state, with no way out.
     (final,) = np.flatnonzero(one.accepting)
     inner = np.flatnonzero(~one.accepting)
@@ -251,7 +252,8 @@ def _length(low: int, high: int | None, encoding, reads: np.ndarray | None = Non
     if copies * width > MAX_STATES:
         raise ConstrainedError(
             f"a string of {low} to {high} characters is too complex: its automaton exceeds {MAX_STATES} states "
-            f"(about {width} a character, for its escapes); lower maxLength to at most {MAX_STATES // width - 1}"
+            f"(about {width} a character, for the ways one may be spelled); lower "
+            f"{'minLength' if high is None else 'maxLength'} to at most {MAX_STATES // width - 1}"
         )
     step = one.transitions[inner]  # (width, 256), in one's numbering
     rows = []
@@ -313,25 +315,25 @@ def string(
         parts.append(_pattern_content(pattern, encoding))
     if format is not None:
         parts.append(_content(json_formats.regex(format), encoding, f"format {format!r}"))
-
-    def combined(parts):
-        try:
-            return reduce(intersect, parts)
-        except ConstrainedError as e:
-            raise ConstrainedError(
-                f"a string with minLength {min_length}, maxLength {max_length}, pattern {pattern!r} and format "
-                f"{format!r} is {str(e).removeprefix('the combined automaton is ')}"
-            ) from None
-
     if not parts:
         return _quoted(_length(min_length, max_length, encoding))
-    content = combined(parts)
+    what = f"a string with minLength {min_length}, maxLength {max_length}, pattern {pattern!r} and format {format!r}"
+    content = _meet(parts, what)
     counted = max_length
     if max_length is not None and (most := longest(content)) is not None and most <= max_length:
         counted = None  # (no string it accepts is longer: a character takes a byte at least)
     if min_length or counted is not None:
-        content = combined([content, _length(min_length, counted, encoding, (content.transitions >= 0).any(axis=0))])
+        reads = (content.transitions >= 0).any(axis=0)  # the bytes the pattern and format read
+        content = _meet([content, _length(min_length, counted, encoding, reads)], what)
     return _quoted(content)
+
+
+def _meet(automata: list, what: str) -> DFA:
+    """The intersection of ``automata``; ``what`` names the constraint where it is too complex."""
+    try:
+        return reduce(intersect, automata)
+    except ConstrainedError as e:
+        raise ConstrainedError(f"{what} is {str(e).removeprefix('the combined automaton is ')}") from None
 
 
 def matching(regex: str, *, escapes: str = "dumps") -> DFA:

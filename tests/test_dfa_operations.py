@@ -114,6 +114,20 @@ def test_union_of_literals_is_the_set(words, probe):
 def test_longest_is_the_longest_string(words, loop):
     dfa = union(*[literal(w) for w in words], *([from_regex("a+")] if loop else []))
     assert longest(dfa) == (None if loop else max(map(len, words)))
+    assert longest(empty()) == 0
+
+
+@given(a=regexes)
+def test_longest_agrees_with_the_lengths_reached(a):
+    """Strings of length k reach the states reached_k; a finite language has
+    none past its number of states, and its longest is the last k that accepts."""
+    dfa = compile_or_reject(a).dfa
+    reached, lengths = {dfa.start}, []
+    for k in range(dfa.n_states + 1):
+        if any(dfa.accepting[s] for s in reached):
+            lengths.append(k)
+        reached = {int(t) for s in reached for t in dfa.transitions[s] if t >= 0}
+    assert longest(dfa) == (max(lengths) if not reached else None), a
 
 
 def test_emptiness():

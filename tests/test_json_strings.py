@@ -128,7 +128,7 @@ ecma_patterns = st.tuples(
 
 def compile_or_skip(**kw):
     try:
-        return string(**kw, escapes="any")
+        return string(**{"escapes": "any", **kw})
     except ConstrainedError as e:
         assume("too complex" not in str(e) and "more than 8 times" not in str(e))
         raise
@@ -194,15 +194,15 @@ def test_pattern_with_lengths():
 
 @settings(max_examples=60)
 @given(data=st.data(), pair=ecma_patterns, low=st.integers(0, 3), span=st.one_of(st.none(), st.integers(0, 3)),
-       texts=st.lists(tricky_text, min_size=4, max_size=8))
-def test_patterns_with_lengths_count_code_points(data, pair, low, span, texts):
+       texts=st.lists(tricky_text, min_size=4, max_size=8), escapes=st.sampled_from(["any", "dumps"]))
+def test_patterns_with_lengths_count_code_points(data, pair, low, span, texts, escapes):
     """The length automaton met with a pattern's reads only the bytes the pattern
     does: the bounds still count code points, whatever their spelling."""
     (ecma, python), high = pair, None if span is None else low + span
-    dfa = compile_or_skip(pattern=ecma, min_length=low, max_length=high)
+    dfa = compile_or_skip(pattern=ecma, min_length=low, max_length=high, escapes=escapes)
     for text in texts:
         within = low <= len(text) and (high is None or len(text) <= high)
-        for spelled in spellings(text):
+        for spelled in spellings(text, escapes):
             assert dfa.matches(spelled) == (within and bool(re.search(python, text))), (ecma, low, high, spelled)
     if not is_empty(dfa):
         text = decode(data.draw(members(dfa, max_size=14)))
@@ -211,14 +211,20 @@ def test_patterns_with_lengths_count_code_points(data, pair, low, span, texts):
 
 def test_long_bounds_on_narrow_patterns_and_bounded_formats():
     """maxLength 1024 on ASCII letters takes a state a character (its escapes and
-    UTF-8 never meet the pattern); a format no longer than maxLength needs no count."""
+    UTF-8 never meet the pattern); a pattern or format never longer than
+    maxLength needs no count (hostname's 253 characters under 255 compile), and
+    one that may be longer is cut exactly at it."""
     dfa = string(max_length=1024, pattern="^[a-z0-9 _-]+$")
     for text, ok in [("a" * 1024, True), ("a" * 1025, False), ("ab-c d_9", True), ("é", False), ("", False)]:
         assert dfa.matches(json.dumps(text).encode()) == ok, len(text)
     assert dfa.n_states < 1100
-    assert string(max_length=255, format="hostname").n_states == string(format="hostname").n_states
-    short = string(max_length=10, format="hostname")
-    assert short.matches(b'"abcdefghij"') and not short.matches(b'"abcdefghijk"')
+    bounded, hostname = string(max_length=255, format="hostname"), string(format="hostname")
+    assert is_empty(difference(bounded, hostname)) and is_empty(difference(hostname, bounded))
+    for high, accepted in [(2, ["de"]), (3, ["abc", "de"]), (4, ["abc", "de"])]:
+        dfa = string(max_length=high, pattern="^(abc|de)$")
+        assert [text for text in ["abc", "de"] if dfa.matches(json.dumps(text).encode())] == accepted, high
+    for high, ok in [(14, False), (15, True)]:
+        assert string(max_length=high, format="ipv4").matches(b'"255.255.255.255"') == ok, high
 
 
 def test_ecma_specifics():
