@@ -470,6 +470,9 @@ def test_contradictions_are_empty():
         ({"format": "regex"}, "format 'regex' cannot be enforced"),
         ({"format": "idn-hostname"}, "cannot be enforced"),
         ({"format": "color"}, "unknown format 'color'; the supported formats are: date"),
+        ({"min_length": 30000, "pattern": "^[a-z]+$"}, "(about 1 a character, for the ways one may be spelled); "
+                                                       "lower minLength to at most 19999"),
+        ({"max_length": 1024, "pattern": "^https?://.+$"}, "lower maxLength to at most 832"),
         ({"min_length": -1}, "minLength must be a non-negative integer"),
         ({"max_length": 1.5}, "maxLength must be a non-negative integer"),
         ({"escapes": "none"}, "escapes must be 'any' or 'dumps'"),
