@@ -242,10 +242,13 @@ POINTER = r"(?<![\w/])#?/\S*"  # a JSON pointer or URI fragment in a message
 
 def error_keyword(message: str) -> str:
     """What a compile error is about: the first JSON Schema keyword it quotes,
-    else the first it names outside JSON pointers, else its text with quoted
-    parts, pointers and numbers blanked out."""
+    else the first it names in its head (before the first colon or
+    parenthesis: what failed, not the examples or causes after it) outside
+    JSON pointers, else its text with quoted parts, pointers and numbers
+    blanked out."""
     quoted = re.findall(r"""["'`](\$?\w+)["'`]""", message)
-    named = [w for w in re.findall(r"\$?\w+", re.sub(POINTER, " ", message)) if w not in ENGLISH]
+    head = re.sub(POINTER, " ", message).split(":")[0].split("(")[0]
+    named = [w for w in re.findall(r"\$?\w+", head) if w not in ENGLISH]
     for word in quoted + named:
         if word in KEYWORDS:
             return word
