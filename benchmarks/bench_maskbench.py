@@ -26,7 +26,6 @@ maskbench_drawN.json and a section of its own.
 import argparse
 import json
 import os
-import re
 import sys
 import tarfile
 import threading
@@ -38,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from compile_errors import error_keyword
 from common import ROOT, forget_stored_tables, log, machine, summary_us, table, us, versions, write_results
 from schema_engines import ENGINE_NAMES, VOCAB, check, start_worker, tokenize, unavailable
 
@@ -61,17 +61,6 @@ TARGETS = {  # issue 4, ours on maskbench-dev
     "time to first mask p99": ("<=", 1000, "ms"),
     "timeouts (compiles over 30 s)": ("<=", 0, ""),
 }
-
-# Keywords of draft 2020-12 and the older spellings, to name what a compile error is about.
-KEYWORDS = set("""
-$ref $defs $anchor $dynamicRef $dynamicAnchor $id $schema $vocabulary $recursiveRef $recursiveAnchor definitions
-type enum const properties required additionalProperties patternProperties propertyNames minProperties
-maxProperties dependentRequired dependentSchemas dependencies unevaluatedProperties items prefixItems
-additionalItems unevaluatedItems minItems maxItems contains minContains maxContains uniqueItems minLength
-maxLength pattern format minimum maximum exclusiveMinimum exclusiveMaximum multipleOf anyOf oneOf allOf not
-if then else contentEncoding contentMediaType contentSchema
-""".split())
-ENGLISH = {"not", "if", "then", "else", "type", "items", "required", "properties", "contains"}  # named only in quotes
 
 
 # ---------------------------------------------------------------- the corpus
@@ -235,24 +224,6 @@ def summarize(records) -> dict:
         "mask_advance_us": summary_us(times),
         "ttfm_ms": {k: (v / 1e3 if k != "n" and v is not None else v) for k, v in summary_us(ttfm).items()},
     }
-
-
-POINTER = r"(?<![\w/])#?/\S*"  # a JSON pointer or URI fragment in a message
-
-
-def error_keyword(message: str) -> str:
-    """What a compile error is about: the first JSON Schema keyword it quotes,
-    else the first it names in its head (before the first colon or
-    parenthesis: what failed, not the examples or causes after it) outside
-    JSON pointers, else its text with quoted parts, pointers and numbers
-    blanked out."""
-    quoted = re.findall(r"""["'`](\$?\w+)["'`]""", message)
-    head = re.sub(POINTER, " ", message).split(":")[0].split("(")[0]
-    named = [w for w in re.findall(r"\$?\w+", head) if w not in ENGLISH]
-    for word in quoted + named:
-        if word in KEYWORDS:
-            return word
-    return re.sub(rf"""(["'`]).*?\1|{POINTER}|\d+""", "…", message)[:80]
 
 
 def results_of(records, engines, entries) -> dict:

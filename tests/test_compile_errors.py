@@ -1,5 +1,5 @@
-"""The MaskBench runner's grouping of compile errors by what failed
-(benchmarks/bench_maskbench.py: the table of compile errors by keyword)."""
+"""The grouping of compile errors by what failed (benchmarks/compile_errors.py:
+bench_maskbench.py's table of compile errors by keyword)."""
 
 import sys
 from pathlib import Path
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from bench_maskbench import error_keyword  # noqa: E402
+from compile_errors import error_keyword  # noqa: E402
 
 
 @pytest.mark.parametrize("message, keyword", [
