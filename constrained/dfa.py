@@ -673,23 +673,17 @@ def finite_after(a: DFA) -> np.ndarray:
 
 def longest(a: DFA) -> int | None:
     """How many bytes the longest string ``a`` (trimmed) accepts has (0 for the
-    empty language), or None where it accepts infinitely many: the longest path
-    from the start, in the order of a topological sort, which never reaches the
-    states on or after a cycle."""
+    empty language), or None where it accepts infinitely many: where some state
+    lies on or after a cycle (every state of a trimmed DFA follows the start);
+    else the longest path from the start, in _above_cycles' order."""
     begin, targets = _edges(a)
-    waiting = np.bincount(targets, minlength=a.n_states).tolist()  # edges into each state not yet followed
+    order = _above_cycles(targets, begin)
+    if len(order) < a.n_states:
+        return None
     depth = [0] * a.n_states
-    ready, sorted_states = [a.start] if not waiting[a.start] else [], 0  # (an edge into the start closes a cycle)
-    while ready:
-        s = ready.pop()
-        sorted_states += 1
+    for s in order:
         for t in targets[begin[s]:begin[s + 1]]:
             depth[t] = max(depth[t], depth[s] + 1)
-            waiting[t] -= 1
-            if not waiting[t]:
-                ready.append(t)
-    if sorted_states < a.n_states:
-        return None
     return max((d for d, accepting in zip(depth, a.accepting.tolist()) if accepting), default=0)
 
 

@@ -23,18 +23,18 @@ def test_a_compile_error_is_filed_under_the_keyword_it_is_about(message, keyword
     assert error_keyword(message) == keyword
 
 
-@pytest.mark.parametrize("message", [
-    "no JSON value satisfies the schema: its constraints contradict each other (for example a required property "
-    "whose schema nothing satisfies, minimum above maximum, or disjoint allOf branches)",
-    "the schema is too complex to compile: its grammar needs over 60000 rules (many combined object schemas, or "
-    "large counts such as maxItems)",
-    "the scalar values allowed at /not (its type, string, number, enum and combinator keywords together) are too "
-    "complex to compile",
+@pytest.mark.parametrize("head, rest", [
+    ("no JSON value satisfies the schema", ": its constraints contradict each other (for example a required property "
+     "whose schema nothing satisfies, minimum above maximum, or disjoint allOf branches)"),
+    ("the schema is too complex to compile", ": its grammar needs over 60000 rules (many combined object schemas, or "
+     "large counts such as maxItems)"),
+    ("the scalar values allowed at", " /not (its type, string, number, enum and combinator keywords together) are too "
+     "complex to compile"),
 ])
-def test_keywords_named_as_examples_or_causes_do_not_file_an_error(message):
+def test_keywords_named_as_examples_or_causes_do_not_file_an_error(head, rest):
     """A keyword after the head of the message (an example, a cause) is not
     what failed: such errors are filed under their own text, numbers and
     pointers blanked, so that alike ones group together."""
-    found = error_keyword(message)
-    assert found == error_keyword(message.replace("60000", "70000").replace("/not", "/a/not"))
-    assert found.startswith(message.split(":")[0].split(" /")[0].split(" (")[0])
+    found = error_keyword(head + rest)
+    assert found == error_keyword(head + rest.replace("60000", "70000").replace("/not", "/a/not"))
+    assert found.startswith(head)
