@@ -49,6 +49,8 @@ DEFAULT_CORPUS = ROOT.parent / "shared" / "corpora" / "maskbench-dev.tar.xz"
 PACKAGES = ("numpy", "mlx", "mlx-lm", "tokenizers", "llguidance")
 STATUSES = ("passing", "compile error", "timeout", "crashed", "valid rejected", "invalid accepted")
 LISTED_REJECTIONS = 30  # valid instances rejected shown per engine (every invalid one accepted is shown)
+SLOWEST_STEPS = 10  # the slowest steps listed per engine, with where they were
+SLOW_STEP_US = 10_000  # steps over this many µs are counted (issue 4's target for the slowest one)
 
 TARGETS = {  # issue 4, ours on maskbench-dev
     "schemas passing": (">=", 0.88, "%"),
@@ -127,12 +129,13 @@ def bench_schema(workers, schema, tests, vocab, args) -> dict:
     """engine -> the schema's record: "status", "error" (compile error, timeout,
     crashed), "ttfm_s", "times" (ns per step), "valid" / "invalid" (instances),
     "rejected" (valid instances refused), "accepted" (invalid instances let
-    through) and "untokenizable" (instances the tokenizer cannot spell exactly)."""
+    through), "untokenizable" (instances the tokenizer cannot spell exactly)
+    and "slowest" (the schema's SLOWEST_STEPS slowest steps: ns, test, step)."""
     records = {}
     for name, worker in workers.get().items():
         result = check(worker, schema, [t["tokens"] for t in tests], args.compile_timeout, args.run_timeout)
         record = {"status": result["status"], "valid": 0, "invalid": 0, "rejected": [], "accepted": [],
-                  "untokenizable": 0, "times": []}
+                  "untokenizable": 0, "times": [], "slowest": []}
         for key in ("error", "ttfm_s"):
             if key in result:
                 record[key] = result[key]
@@ -141,6 +144,8 @@ def bench_schema(workers, schema, tests, vocab, args) -> dict:
                 record["untokenizable"] += 1
                 continue
             record["times"] += run["times"]
+            record["slowest"] += [(ns, i, step) for step, ns in enumerate(run["times"])]
+            record["slowest"] = sorted(record["slowest"], reverse=True)[:SLOWEST_STEPS]
             record["valid" if test["valid"] else "invalid"] += 1
             if test["valid"] and not run["accepted"]:
                 record["rejected"].append(where(i, test, run, vocab))
@@ -156,9 +161,13 @@ def where(i, test, run, vocab) -> dict:
     if "refused_at" not in run:
         return {"test": i, "at": "end (not accepting)", "context": test["text"][-60:]}
     step = run["refused_at"]
-    before = b"".join(vocab.tokens[t] for t in test["tokens"][:step]).decode(errors="replace")
-    token = vocab.tokens[test["tokens"][step]].decode(errors="replace")
-    return {"test": i, "at": f"token {step}", "context": f"{before[-60:]}⟨{token}⟩"}
+    return {"test": i, "at": f"token {step}", "context": fed_at(test["tokens"], step, vocab, 60)}
+
+
+def fed_at(tokens, step, vocab, width) -> str:
+    """The last ``width`` characters of the text before token ``step``, then that token in ⟨⟩."""
+    before = b"".join(vocab.tokens[t] for t in tokens[:step]).decode(errors="replace")
+    return f"{before[-width:]}⟨{vocab.tokens[tokens[step]].decode(errors='replace')}⟩"
 
 
 def classify(record) -> str:
@@ -173,11 +182,9 @@ def classify(record) -> str:
     return "passing"
 
 
-def run(entries, engines, args) -> dict:
-    """name -> engine -> record, running ``args.jobs`` schemas at a time."""
-    tok = models.tokenizer(VOCAB)
-    vocab = constrained.vocabulary(tok)
-    tests = {name: instances(doc, tok, vocab) for name, doc in entries}  # here: the tokenizer is not thread-safe
+def run(entries, tests, vocab, engines, args) -> dict:
+    """name -> engine -> record, running ``args.jobs`` schemas at a time
+    (``tests``: name -> the schema's instances)."""
     workers = Workers(engines)
     records = {}
     tally = {name: Counter() for name in engines}
@@ -222,11 +229,23 @@ def summarize(records) -> dict:
         "invalid_instances_accepted": sum(len(r["accepted"]) for r in records),
         "untokenizable_instances": sum(r["untokenizable"] for r in records),
         "mask_advance_us": summary_us(times),
+        "slow_steps": int((times > SLOW_STEP_US * 1000).sum()),
         "ttfm_ms": {k: (v / 1e3 if k != "n" and v is not None else v) for k, v in summary_us(ttfm).items()},
     }
 
 
-def results_of(records, engines, entries) -> dict:
+def slowest_steps(mine, tests, vocab) -> list[dict]:
+    """The SLOWEST_STEPS slowest steps of one engine's records (name -> record):
+    where each was, as the text before the token fed and that token."""
+    steps = sorted(((ns, name, i, step) for name, r in mine.items() for ns, i, step in r["slowest"]), reverse=True)
+    found = []
+    for ns, name, i, step in steps[:SLOWEST_STEPS]:
+        found.append({"us": ns / 1e3, "schema": name, "test": i, "step": step,
+                      "context": fed_at(tests[name][i]["tokens"], step, vocab, 40)})
+    return found
+
+
+def results_of(records, engines, entries, tests, vocab) -> dict:
     by_subset = defaultdict(list)
     for name, _ in entries:
         by_subset[subset_of(name)].append(name)
@@ -244,6 +263,7 @@ def results_of(records, engines, entries) -> dict:
                                for k, v in sorted(errors.items(), key=lambda kv: -len(kv[1]))],
             "failures": {name: {k: r[k] for k in ("status", "error", "rejected", "accepted") if r.get(k)}
                          for name, r in mine.items() if r["status"] != "passing"},
+            "slowest_steps": slowest_steps(mine, tests, vocab),
         }
     if len(engines) == 2:
         a, b = engines
@@ -333,6 +353,15 @@ def markdown(results, engines, args, command) -> str:
                         [[name, what, x["test"], "`" + (x.get("text") or f"{x['at']}: {x['context']}")
                           .replace("|", "\\|").replace("\n", " ") + "`"] for name, what, x in wrong])
                   if wrong else "None."]
+        over = r["overall"]["slow_steps"]
+        lines += ["", f"### {e}: slowest steps", "",
+                  f"Steps over {SLOW_STEP_US // 1000} ms: {over} of {r['overall']['mask_advance_us']['n']}. "
+                  "Where the slowest were (test: the instance's place in its file; step: the token fed, "
+                  "after the text before it):", "",
+                  table(["µs", "schema", "test", "step", "where"],
+                        [[us(x["us"]), x["schema"], x["test"], x["step"],
+                          "`" + x["context"].replace("|", "\\|").replace("\n", " ") + "`"]
+                         for x in r["slowest_steps"]])]
         others = [(name, f) for name, f in r["failures"].items() if f["status"] in ("timeout", "crashed")]
         if others:
             lines += ["", "Timeouts and crashes: " + "; ".join(f"`{n}` {f['status']}: {f.get('error', '')[:120]}"
@@ -399,15 +428,18 @@ def main():
         parser.error(f"no schema in {args.corpus} matches")
     log(f"{len(entries)} of {len(corpus)} schemas from {args.corpus}; engines: {', '.join(engines)}")
 
+    tok = models.tokenizer(VOCAB)
+    vocab = constrained.vocabulary(tok)
+    tests = {name: instances(doc, tok, vocab) for name, doc in entries}  # here: the tokenizer is not thread-safe
     forget_stored_tables()
-    records = run(entries, engines, args)
+    records = run(entries, tests, vocab, engines, args)
     results = {
         "machine": machine(),
         "versions": versions(PACKAGES),
         "args": vars(args) | {"corpus": str(args.corpus), "out": str(args.out)},
         "corpus": {"path": os.path.relpath(args.corpus, ROOT), "schemas": len(entries),
                    "instances": sum(len(doc.get("tests") or []) for _, doc in entries)},
-        "engines": results_of(records, engines, entries),
+        "engines": results_of(records, engines, entries, tests, vocab),
     }
     text = markdown(results, engines, args, " ".join(["python benchmarks/bench_maskbench.py", *sys.argv[1:]]))
     print(text)
