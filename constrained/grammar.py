@@ -91,7 +91,7 @@ def grammar(
     if not glued <= set(terminals) | {t.name for t in lk.terminals}:
         raise ConstrainedError(f"glued terminals {sorted(glued - set(terminals))} are not terminals of the grammar")
     language = _compile(analysis, start, max_ignored, terminals, glued)
-    return Grammar(lk, language, f"grammar from {source} (start={start!r})", lark_lexes=not (terminals or glued), eager=True)
+    return Grammar(lk, language, f"grammar from {source} (start={start!r})", lark_lexes=not (terminals or glued))
 
 
 def grammar_from_rules(rules: dict, start: str, terminals: dict, ignored: dict, glued=(),
@@ -476,21 +476,20 @@ class Grammar(Compiled):
     """A compiled Lark grammar. ``matcher(tokenizer)`` follows one sequence;
     ``processor(tokenizer)`` is an mlx-lm logits processor for one generation."""
 
-    def __init__(self, lk, language: _Language, description: str, lark_lexes: bool = True, eager: bool = False):
+    def __init__(self, lk, language: _Language, description: str, lark_lexes: bool = True):
         super().__init__()
         self.lark = lk
         self.language = language
         self.description = description
         self._lark_lexes = lark_lexes
         self._lark_parser = None
-        self._eager = eager
 
     def __repr__(self) -> str:
         return (f"<Grammar {self.description}: {len(self.language.names)} terminals, "
                 f"{self.language.lexer.n_states} lexer states>")
 
     def _new_index(self, vocab: Vocabulary) -> GrammarIndex:
-        return GrammarIndex(self.language, vocab, self._eager)
+        return GrammarIndex(self.language, vocab)
 
     def _new_matcher(self, index: GrammarIndex) -> "GrammarMatcher":
         return GrammarMatcher(index)

@@ -144,7 +144,7 @@ class GrammarIndex:
     """A grammar over one vocabulary: token masks per (lexer state, parser stack),
     remembered under the top of the stack that decided them."""
 
-    def __init__(self, language, vocab: Vocabulary, eager: bool = False):
+    def __init__(self, language, vocab: Vocabulary):
         self.language = language
         self.lexer = language.lexer
         self.parser = language.parser
@@ -162,8 +162,9 @@ class GrammarIndex:
         # _by_first_ids[_first_starts[b]:_first_starts[b + 1]], first_byte_counts[b] of them.
         self._by_first, self._byte_set_masks, self._by_first_ids, self._first_starts, self.first_byte_counts = \
             _by_first_byte(vocab)
-        # How every token fares from one state of one terminal, per terminal (shared across grammars),
-        # built when the terminal is first alive in a mask: many never are (other branches of a schema).
+        # How every token fares from one state of one terminal, per terminal (shared across grammars):
+        # those with a whole token table now (below), the others when first alive in a mask, since many
+        # never are (other branches of a schema) and each state they reach costs a pass of its own anyway.
         self._terminals: list = [None] * len(self.lexer.dfas)
         self.words = (vocab.size + 31) // 32
         self._walks: dict = {}
@@ -180,8 +181,11 @@ class GrammarIndex:
         self.bias_cache: OrderedDict = OrderedDict()
         self._eos_only = self._pack_ids(self.eos)
         _build_vocabulary_tables(vocab)
-        if eager:  # a written grammar's terminals are few and most get used: their tables are built now
-            for k in range(len(self._terminals)):
+        # Terminals with a whole token table (small automata: a number, a scalar's alternatives) get it now:
+        # built at a mask step (a walk over the trie from every state, or a load from disk), it would make
+        # that step one of the slowest of a generation.
+        for k, dfa in enumerate(self.lexer.dfas):
+            if _whole_table_pays(dfa, vocab, _narrow(dfa)):
                 self._terminal(k)
 
     def _terminal(self, k: int) -> "_TerminalTokens":
