@@ -1044,6 +1044,27 @@ def test_token_rows_of_large_terminals(tokenizers):
         assert alive > 1000  # rows that are not all dead
 
 
+def test_small_terminals_get_their_tables_when_a_grammar_is_indexed(tokenizers):
+    """Indexing a grammar for a vocabulary builds the whole token tables of its
+    small terminals (a number, a scalar's alternatives), so that no mask step
+    builds one; literals and large terminals (a key, a counted string) stay
+    lazy, built when a mask first meets them. The masks are the same."""
+    import constrained.grammar_index as gi
+
+    schema = {"type": "object", "properties": {"n": {"type": ["integer", "null"]}, "tag": {"maxLength": 40}}}
+    index = constrained.json_schema(schema).index(tokenizers("llama3"))
+    built = {k for k, t in enumerate(index._terminals) if t is not None}
+    whole = {k for k, dfa in enumerate(index.lexer.dfas) if gi._whole_table_pays(dfa, index.vocab, gi._narrow(dfa))}
+    assert whole and built == whole
+    assert all(index._terminals[k].table is not None for k in built)
+    assert len(built) < len(index.lexer.dfas)  # the literals and the counted string are not built yet
+    matcher = constrained.json_schema(schema).matcher(tokenizers("llama3"))
+    for token in tokenizers("llama3").encode('{"n": null, "tag": "x"}', add_special_tokens=False):
+        assert matcher.mask()[token >> 5] >> (token & 31) & 1
+        matcher.advance(token)
+    assert matcher.is_accepting()
+
+
 def test_exits_read_off_a_donor_state_agree_with_a_whole_row(tokenizers, monkeypatch):
     """A name other than some keys: from a state inside a key, most tokens'
     first byte leads where it leads from the string's body, so that state's
