@@ -294,6 +294,11 @@ def summary_cells(s):
             *(us(f[k]) for k in ("p50", "p90", "p99", "max"))]
 
 
+def code_cell(text: str) -> str:
+    """``text`` as code in one markdown table cell."""
+    return "`" + text.replace("|", "\\|").replace("\n", " ") + "`"
+
+
 def markdown(results, engines, args, command) -> str:
     m, v = results["machine"], results["versions"]
     lines = [
@@ -343,15 +348,15 @@ def markdown(results, engines, args, command) -> str:
         r = results["engines"][e]
         lines += ["", f"### {e}: compile errors by keyword", "",
                   table(["keyword", "schemas", "example"],
-                        [[k["keyword"], k["schemas"], "`" + k["example"][:160].replace("|", "\\|") + "`"]
+                        [[k["keyword"], k["schemas"], code_cell(k["example"][:160])]
                          for k in r["compile_errors"][:15]])]
         lines += ["", f"### {e}: instances that came out wrong", ""]
         wrong = [(name, "invalid accepted", x) for name, f in r["failures"].items() for x in f.get("accepted", ())]
         wrong += [(name, "valid rejected", x) for name, f in r["failures"].items()
                   for x in f.get("rejected", ())][:LISTED_REJECTIONS]
         lines += [table(["schema", "what", "test", "where"],
-                        [[name, what, x["test"], "`" + (x.get("text") or f"{x['at']}: {x['context']}")
-                          .replace("|", "\\|").replace("\n", " ") + "`"] for name, what, x in wrong])
+                        [[name, what, x["test"], code_cell(x.get("text") or f"{x['at']}: {x['context']}")]
+                         for name, what, x in wrong])
                   if wrong else "None."]
         over = r["overall"]["slow_steps"]
         lines += ["", f"### {e}: slowest steps", "",
@@ -359,8 +364,7 @@ def markdown(results, engines, args, command) -> str:
                   "Where the slowest were (test: the instance's place in its file; step: the token fed, "
                   "after the text before it):", "",
                   table(["µs", "schema", "test", "step", "where"],
-                        [[us(x["us"]), x["schema"], x["test"], x["step"],
-                          "`" + x["context"].replace("|", "\\|").replace("\n", " ") + "`"]
+                        [[us(x["us"]), x["schema"], x["test"], x["step"], code_cell(x["context"])]
                          for x in r["slowest_steps"]])]
         others = [(name, f) for name, f in r["failures"].items() if f["status"] in ("timeout", "crashed")]
         if others:

@@ -1048,7 +1048,7 @@ def test_small_terminals_get_their_tables_when_a_grammar_is_indexed(tokenizers):
     """Indexing a grammar for a vocabulary builds the whole token tables of its
     small terminals (a number, a scalar's alternatives), so that no mask step
     builds one; literals and large terminals (a key, a counted string) stay
-    lazy, built when a mask first meets them. The masks are the same."""
+    lazy, built when a mask first meets them; a JSON text still follows."""
     import constrained.grammar_index as gi
 
     schema = {"type": "object", "properties": {"n": {"type": ["integer", "null"]}, "tag": {"maxLength": 40}}}
