@@ -57,8 +57,10 @@ their ``$ref``, which stands for its target alone):
   order; where schemas combine (allOf, anyOf, oneOf, if/then/else, $ref ...)
   their keys may interleave, within a budget of states
   (json_schema_rules._key_chains), and a key only some alternatives declare
-  may come late (_ObjectProduct.late_failures); with ``property_order="any"``, up to
-  json_schema_rules.ANY_ORDER_KEYS of them come in any order. Undeclared ones
+  may come late (_ObjectProduct.late_failures); with ``property_order="any"``,
+  each comes in any order as far as that budget allows: all of them where an
+  object declares at most 6, else neighbours in schema order (pairs, then
+  pairs of pairs ...) keep their order and interleave. Undeclared ones
   may come anywhere between them. Array items and object members are
   separated by ``,``; whitespace between tokens is bounded (``max_ignored``
   bytes per gap).
@@ -216,8 +218,9 @@ def json_schema(schema, *, documents: dict | None = None, strict_properties: boo
     never fetches anything, so a ``$ref`` to any other URI is an error naming it.
     ``strict_properties`` forbids properties a schema does not declare (unless
     it allows them explicitly); ``property_order="any"`` lets an object's
-    declared properties come in any order when there are at most
-    json_schema_rules.ANY_ORDER_KEYS of them (default "schema": schema order,
+    declared properties come in any order where it declares at most 6 of
+    them, and groups of neighbours interleave where it declares more (default
+    "schema": schema order,
     which also guides a model through the schema); ``lenient`` skips keywords that cannot be
     enforced exactly instead of refusing the schema (see ``.skipped``);
     ``max_ignored`` bounds the whitespace between two tokens;

@@ -19,8 +19,8 @@ whose label in context C is L:
 
 The product state of an object is (the declared keys done, which keyword
 sets already failed, members so far). Declared keys come in chains
-(_key_chains: each set's own order; with ``any_order``, up to ANY_ORDER_KEYS
-keys each alone), each key at most once: a key done passes the keys its
+(_key_chains: each set's own order; with ``any_order``, each key alone, as
+far as ORDER_STATES allows), each key at most once: a key done passes the keys its
 chains list before it, and chains interleave, so the states are the sets of
 keys done, within ORDER_STATES. Undeclared keys come anywhere between them, and
 so may a declared key after its turn, failing the sets that declare it, where
@@ -73,7 +73,6 @@ LONG_CHUNK = 16  # code points per lexeme of a long string (json_schema.LONG_STR
 _QUOTE = '"\\""'  # the lark literal for a double quote
 RUN_BASE = 8  # runs of counted items, each this many of the next shorter
 MAX_COUNT = 500  # positions counted one rule each (minProperties/maxProperties, items along with contains, ...)
-ANY_ORDER_KEYS = 4  # with property_order="any", objects with at most this many declared keys take them in any order (2**n states)
 LATE_KEY_SETS = 4  # object keyword sets combined up to which a declared key may come late (late_failures)
 ORDER_STATES = 64  # sets of declared keys done that interleaved key orders may give one object (_key_chains)
 
@@ -160,8 +159,8 @@ def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = Fal
     """(rules, start rule, terminal DFAs, the terminals shadowing others,
     glued terminals, messages on where strings are not capped) for the values valid
     under node ``root``, for grammar_from_rules (whitespace is WHITESPACE);
-    ``any_order``: objects with at most ANY_ORDER_KEYS declared keys take them
-    in any order; ``max_string_length``, ``max_items``: caps on the string
+    ``any_order``: objects take their declared keys in any order, as far as
+    ORDER_STATES allows (_key_chains); ``max_string_length``, ``max_items``: caps on the string
     values and arrays emitted (see _caps)."""
     if root == FALSE:
         raise ConstrainedError("the schema is false: no JSON value is valid")
@@ -625,8 +624,8 @@ class _Builder:
             self._partitions[(context, nonstring)] = hit
         return hit
 
-    # Objects: "{" then members, each with a declared key (one not done yet; in
-    # schema order past ANY_ORDER_KEYS) or an undeclared one, then "}". Rules per
+    # Objects: "{" then members, each with a declared key (one not done yet, next
+    # in its chain) or an undeclared one, then "}". Rules per
     # (product state, wanted label).
 
     def object_start(self, context, label):
@@ -1006,22 +1005,22 @@ def _label(schemas, order, atoms: dict, context) -> frozenset:
 def _key_chains(atoms: list, any_order: bool, order_states: int = ORDER_STATES) -> list:
     """The orders declared keys must keep: each keyword set's properties in
     schema order (names only required have none), so that the keys of sets that
-    combine may interleave. Neighbouring chains (in the order a reader meets
-    their sets) are merged (_merged_order), the shortest pair first, while they
-    could give more than ``order_states`` sets of keys done, and all of them where
-    they disagree (a cycle); with ``any_order``, up to ANY_ORDER_KEYS keys are
-    free."""
+    combine may interleave; with ``any_order``, each key alone. Neighbouring
+    chains (in the order a reader meets their sets) are merged (_merged_order),
+    the shortest pair first, while they could give more than ``order_states``
+    sets of keys done, and all of them where they disagree (a cycle)."""
     names = list(dict.fromkeys(name for atom in atoms for name in [p[0] for p in atom.properties] + list(atom.required)))
-    if any_order and len(names) <= ANY_ORDER_KEYS:
-        return [[name] for name in names]
-    chains = [list(chain) for chain in dict.fromkeys(tuple(dict.fromkeys(p[0] for p in atom.properties))
-                                                     for atom in atoms) if chain]
-    ordered = {name for chain in chains for name in chain}
-    chains += [[name] for name in names if name not in ordered]
-    merged = _merged_order(chains)
-    place = {name: k for k, name in enumerate(merged)}
-    if any(place[a] > place[b] for chain in chains for a, b in zip(chain, chain[1:])):  # no order keeps them all
-        return [merged]
+    if any_order:
+        chains = [[name] for name in names]
+    else:
+        chains = [list(chain) for chain in dict.fromkeys(tuple(dict.fromkeys(p[0] for p in atom.properties))
+                                                         for atom in atoms) if chain]
+        ordered = {name for chain in chains for name in chain}
+        chains += [[name] for name in names if name not in ordered]
+        merged = _merged_order(chains)
+        place = {name: k for k, name in enumerate(merged)}
+        if any(place[a] > place[b] for chain in chains for a, b in zip(chain, chain[1:])):  # no order keeps them all
+            return [merged]
     while len(chains) > 1 and math.prod(len(chain) + 1 for chain in chains) > order_states:
         i = min(range(len(chains) - 1), key=lambda i: len(chains[i]) + len(chains[i + 1]))
         chains[i:i + 2] = [_merged_order(chains[i:i + 2])]
