@@ -39,7 +39,7 @@ import numpy as np
 
 from compile_errors import error_keyword
 from common import ROOT, forget_stored_tables, log, machine, summary_us, table, us, versions, write_results
-from schema_engines import ENGINE_NAMES, VOCAB, check, start_worker, tokenize, unavailable
+from schema_engines import ENGINE_CHOICES, ENGINE_NAMES, VOCAB, check, start_worker, tokenize, unavailable
 
 import constrained  # noqa: E402  (common puts the repository on sys.path)
 from constrained import models  # noqa: E402
@@ -265,8 +265,8 @@ def results_of(records, engines, entries, tests, vocab) -> dict:
                          for name, r in mine.items() if r["status"] != "passing"},
             "slowest_steps": slowest_steps(mine, tests, vocab),
         }
-    if len(engines) == 2:
-        a, b = engines
+    if "ours" in engines and "llguidance" in engines:
+        a, b = "ours", "llguidance"
         pairs = Counter((records[n][a]["status"] == "passing", records[n][b]["status"] == "passing") for n, _ in entries)
         out["side_by_side"] = {"both": pairs[True, True], f"{a} only": pairs[True, False],
                                f"{b} only": pairs[False, True], "neither": pairs[False, False]}
@@ -408,7 +408,8 @@ def main():
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="a tarball or a folder of MaskBench files")
     parser.add_argument("--subset", nargs="+", default=[], help="only these subsets (file name prefixes)")
     parser.add_argument("--limit", type=int, help="only this many schemas, drawn deterministically")
-    parser.add_argument("--engines", nargs="+", choices=ENGINE_NAMES, default=list(ENGINE_NAMES))
+    parser.add_argument("--engines", nargs="+", choices=ENGINE_CHOICES, default=list(ENGINE_NAMES),
+                        help="ours-any-order: ours with property_order='any'")
     parser.add_argument("--jobs", type=int, default=2, help="schemas run at a time (worker processes per engine)")
     parser.add_argument("--compile-timeout", type=float, default=30.0, help="s for a compile + first mask")
     parser.add_argument("--run-timeout", type=float, default=300.0, help="s for all instances of one schema")

@@ -19,14 +19,15 @@ from engines import EngineError, Rejected, Worker
 
 from constrained.errors import ConstrainedError  # noqa: E402  (common puts the repository on sys.path)
 
-ENGINE_NAMES = ("ours", "llguidance")
+ENGINE_NAMES = ("ours", "llguidance")  # run by default
+ENGINE_CHOICES = ("ours", "ours-any-order", "llguidance")  # engines.OursAnyOrder on request
 VOCAB = "llama3"
 MEMORY_LIMIT = 8 << 30  # bytes of address space per worker: a compile that blows up crashes alone
 
 
 def unavailable(name) -> str | None:
     """Why the engine cannot run here, or None."""
-    module = "constrained.json_schema" if name == "ours" else "llguidance"
+    module = "constrained.json_schema" if name.startswith("ours") else "llguidance"
     return f"{module} is not installed" if importlib.util.find_spec(module) is None else None
 
 
