@@ -511,10 +511,11 @@ def object_schemas(depth: int = 1):
 
 
 @given(schema=object_schemas(), members=st.lists(
-    st.tuples(st.sampled_from(["a", "b", "x", "y", "xz"]), st.sampled_from([1, 2, "s", "t"])), max_size=4))
-def test_objects_with_repeated_names_are_accepted_only_when_valid_as_parsed(schema, members):
+    st.tuples(st.sampled_from(["a", "b", "x", "y", "xz"]), st.sampled_from([1, 2, "s", "t"])), max_size=4),
+    order=st.sampled_from(["schema", "any"]))
+def test_objects_with_repeated_names_are_accepted_only_when_valid_as_parsed(schema, members, order):
     try:
-        grammar = compiled(schema)
+        grammar = compiled(schema, property_order=order)
     except ConstrainedError:
         return  # a schema that needs distinct undeclared names may be refused
     text = "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in members) + "}"
