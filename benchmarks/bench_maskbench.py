@@ -328,6 +328,9 @@ def markdown(results, engines, args, command) -> str:
         "Each worker process also keeps in memory what serves every grammar (terminals' token tables, walks "
         "shared by grammars, products of automata) across the schemas it compiles one after the other.",
         "- llguidance runs with its default JSON options (spec semantics, flexible whitespace).",
+        *(["- ours-any-order is ours with `property_order=\"any\"`: declared properties in any order, as far as "
+           "its budget of states allows (ours keeps schema order, the default)."]
+          if "ours-any-order" in engines else []),
         "",
         "### Overall",
         "",
