@@ -58,9 +58,9 @@ their ``$ref``, which stands for its target alone):
   their keys may interleave, within a budget of states
   (json_schema_rules._key_chains), and a key only some alternatives declare
   may come late (_ObjectProduct.late_failures); with ``property_order="any"``,
-  each comes in any order as far as that budget allows: all of them where an
-  object declares at most 6, else neighbours in schema order (pairs, then
-  pairs of pairs ...) keep their order and interleave. Undeclared ones
+  those orders are cut into pieces that interleave as far as that budget
+  allows (json_schema_rules._cut): every key free where an object declares at
+  most 6, and never less than schema order allows. Undeclared ones
   may come anywhere between them. Array items and object members are
   separated by ``,``; whitespace between tokens is bounded (``max_ignored``
   bytes per gap).
@@ -219,8 +219,8 @@ def json_schema(schema, *, documents: dict | None = None, strict_properties: boo
     ``strict_properties`` forbids properties a schema does not declare (unless
     it allows them explicitly); ``property_order="any"`` lets an object's
     declared properties come in any order where it declares at most 6 of
-    them, and groups of neighbours interleave where it declares more (default
-    "schema": schema order,
+    them, and pieces of its schema order interleave where it declares more,
+    never allowing less than schema order (default "schema": schema order,
     which also guides a model through the schema); ``lenient`` skips keywords that cannot be
     enforced exactly instead of refusing the schema (see ``.skipped``);
     ``max_ignored`` bounds the whitespace between two tokens;

@@ -19,7 +19,7 @@ whose label in context C is L:
 
 The product state of an object is (the declared keys done, which keyword
 sets already failed, members so far). Declared keys come in chains
-(_key_chains: each set's own order; with ``any_order``, each key alone, as
+(_key_chains: each set's own order; with ``any_order``, cut into pieces as
 far as ORDER_STATES allows), each key at most once: a key done passes the keys its
 chains list before it, and chains interleave, so the states are the sets of
 keys done, within ORDER_STATES. Undeclared keys come anywhere between them, and
@@ -160,23 +160,25 @@ def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = Fal
     glued terminals, messages on where strings are not capped) for the values valid
     under node ``root``, for grammar_from_rules (whitespace is WHITESPACE);
     ``any_order``: objects take their declared keys in any order, as far as
-    ORDER_STATES allows (_key_chains); ``max_string_length``, ``max_items``: caps on the string
+    ORDER_STATES and the rules allow (_key_chains), and at least in schema
+    order; ``max_string_length``, ``max_items``: caps on the string
     values and arrays emitted (see _caps)."""
     if root == FALSE:
         raise ConstrainedError("the schema is false: no JSON value is valid")
     caps = _caps(schemas, max_string_length, max_items)
-    builder = _Builder(schemas, strict_properties, any_order, caps)
     context = frozenset({root}) - {TRUE}
-    try:
-        start = builder.value(context, context)
-        builder.run()
-    except _TooManyRules:
-        if not (builder.interleaved or builder.late):
-            raise
-        # Interleaved key orders and late keys multiply object states: try again with one order per object.
-        builder = _Builder(schemas, strict_properties, any_order, caps, order_states=1, late_keys=False)
-        start = builder.value(context, context)
-        builder.run()
+    # Interleaved key orders and late keys multiply object states: where the rules grow too many, try again
+    # in schema order (any order allows at least that), then with one order per object.
+    tries = [(any_order, ORDER_STATES, True)] + [(False, ORDER_STATES, True)] * any_order + [(False, 1, False)]
+    for k, (free, order_states, late_keys) in enumerate(tries):
+        builder = _Builder(schemas, strict_properties, free, caps, order_states=order_states, late_keys=late_keys)
+        try:
+            start = builder.value(context, context)
+            builder.run()
+            break
+        except _TooManyRules:
+            if k == len(tries) - 1 or not (builder.interleaved or builder.late):
+                raise
     rules = builder.grammar_rules(start)
     return (rules, start, builder.terminal_dfas, builder.shadows, builder.glued & builder.terminal_dfas.keys(),
             builder.uncapped)
@@ -624,8 +626,8 @@ class _Builder:
             self._partitions[(context, nonstring)] = hit
         return hit
 
-    # Objects: "{" then members, each with a declared key (one not done yet, next
-    # in its chain) or an undeclared one, then "}". Rules per
+    # Objects: "{" then members, each with a declared key (one not done yet, which
+    # passes the keys its chain lists before it) or an undeclared one, then "}". Rules per
     # (product state, wanted label).
 
     def object_start(self, context, label):
@@ -1005,26 +1007,59 @@ def _label(schemas, order, atoms: dict, context) -> frozenset:
 def _key_chains(atoms: list, any_order: bool, order_states: int = ORDER_STATES) -> list:
     """The orders declared keys must keep: each keyword set's properties in
     schema order (names only required have none), so that the keys of sets that
-    combine may interleave; with ``any_order``, each key alone. Neighbouring
-    chains (in the order a reader meets their sets) are merged (_merged_order),
-    the shortest pair first, while they could give more than ``order_states``
-    sets of keys done, and all of them where they disagree (a cycle)."""
+    combine may interleave. Neighbouring chains (in the order a reader meets
+    their sets) are merged (_merged_order), the shortest pair first, while they
+    could give more than ``order_states`` sets of keys done, and all of them
+    where they disagree (a cycle). With ``any_order``, the chains are then cut
+    into pieces that interleave (_cut): any order allows all that schema order
+    does, and more as far as ``order_states`` allows."""
     names = list(dict.fromkeys(name for atom in atoms for name in [p[0] for p in atom.properties] + list(atom.required)))
-    if any_order:
-        chains = [[name] for name in names]
-    else:
-        chains = [list(chain) for chain in dict.fromkeys(tuple(dict.fromkeys(p[0] for p in atom.properties))
-                                                         for atom in atoms) if chain]
-        ordered = {name for chain in chains for name in chain}
-        chains += [[name] for name in names if name not in ordered]
-        merged = _merged_order(chains)
-        place = {name: k for k, name in enumerate(merged)}
-        if any(place[a] > place[b] for chain in chains for a, b in zip(chain, chain[1:])):  # no order keeps them all
-            return [merged]
+    chains = [list(chain) for chain in dict.fromkeys(tuple(dict.fromkeys(p[0] for p in atom.properties))
+                                                     for atom in atoms) if chain]
+    ordered = {name for chain in chains for name in chain}
+    chains += [[name] for name in names if name not in ordered]
+    merged = _merged_order(chains)
+    place = {name: k for k, name in enumerate(merged)}
+    if any(place[a] > place[b] for chain in chains for a, b in zip(chain, chain[1:])):  # no order keeps them all
+        chains = [merged]
     while len(chains) > 1 and math.prod(len(chain) + 1 for chain in chains) > order_states:
         i = min(range(len(chains) - 1), key=lambda i: len(chains[i]) + len(chains[i + 1]))
         chains[i:i + 2] = [_merged_order(chains[i:i + 2])]
-    return chains
+    return _cut(chains, order_states) if any_order else chains
+
+
+def _cut(chains: list, order_states: int) -> list:
+    """``chains`` cut into pieces, each keeping its chain's order, while they
+    give at most ``order_states`` sets of keys done: every key a piece of its
+    own, then neighbouring pieces of one chain joined, the shortest pair first,
+    while they would give more (joined into whole chains, they fit unless one
+    chain alone is too long). Where that leaves a chain whole, the most even
+    cut of it in two that fits is made (the joins would take 15 keys back to
+    one piece, where 11 and 4 fit). A chain of over ``order_states`` / 2 keys
+    stays whole from the start: no cut of it fits."""
+    pieces = [(c, [name]) for c, chain in enumerate(chains) for name in chain if 2 * len(chain) <= order_states]
+    pieces += [(c, list(chain)) for c, chain in enumerate(chains) if 2 * len(chain) > order_states]
+    pieces.sort(key=lambda piece: piece[0])  # (stable: each chain's keys in order)
+
+    def states():
+        return math.prod(len(piece) + 1 for _, piece in pieces)
+
+    while states() > order_states:
+        joinable = [i for i in range(len(pieces) - 1) if pieces[i][0] == pieces[i + 1][0]]
+        if not joinable:
+            break
+        i = min(joinable, key=lambda i: len(pieces[i][1]) + len(pieces[i + 1][1]))
+        pieces[i:i + 2] = [(pieces[i][0], pieces[i][1] + pieces[i + 1][1])]
+    for c, chain in enumerate(chains):
+        own = [k for k, (owner, _) in enumerate(pieces) if owner == c]
+        if len(own) > 1:  # cut already
+            continue
+        k = own[0]
+        others = states() // (len(chain) + 1)
+        fits = [a for a in range(1, len(chain) // 2 + 1) if (a + 1) * (len(chain) - a + 1) * others <= order_states]
+        if fits:
+            pieces[k:k + 1] = [(c, chain[:-fits[-1]]), (c, chain[-fits[-1]:])]
+    return [piece for _, piece in pieces]
 
 
 def _merged_order(orders: list) -> list:

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import jsonschema
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import assume, given, strategies as st
 
 import constrained
 from constrained import ConstrainedError
@@ -206,7 +206,7 @@ _compiled: dict = {}
 
 
 def compiled(schema, **options):
-    key = json.dumps([schema, options], sort_keys=True)
+    key = json.dumps([schema, sorted(options.items())])  # (property order matters: keys are not sorted)
     if key not in _compiled:
         _compiled[key] = json_schema(schema, **options)
     return _compiled[key]
@@ -271,6 +271,44 @@ def test_property_order_any_groups_neighbours_past_six_declared_properties(order
     pairs_in_order = all(order.index(a) < order.index(b) for a, b in ("ab", "cd", "ef") if a in value and b in value)
     grammar = compiled({"properties": {k: {} for k in "abcdefg"}}, property_order="any")
     assert accepts(grammar, value) == pairs_in_order, value
+
+
+def test_property_order_any_cuts_a_long_order_in_two_where_it_fits():
+    """15 keys would be one piece again after pairs and larger groups (8 and 7
+    make 72 sets of keys done): the first 11 and the last 4 (60) interleave."""
+    keys = [f"k{i:02}" for i in range(15)]
+    grammar = compiled({"properties": {k: {} for k in keys}}, property_order="any")
+    assert accepts(grammar, {"k11": 0, "k00": 0, "k14": 0, "k05": 0}) and accepts(grammar, dict.fromkeys(keys, 0))
+    assert not accepts(grammar, {"k01": 0, "k00": 0}) and not accepts(grammar, {"k14": 0, "k11": 0})
+
+
+def test_property_order_any_falls_back_to_schema_order_where_free_orders_make_too_many_rules():
+    """120 objects whose 6 keys were all free would need too many rules: the
+    grammar is built in schema order again, where two schemas' keys still
+    interleave (any order allows at least that), not in one order per object."""
+    schema = {"type": "object", "properties": {f"p{i}": {"allOf": [
+        {"properties": {k: {"minimum": i} for k in "abc"}}, {"properties": {k: {"minimum": i} for k in "def"}}]}
+        for i in range(120)}}
+    grammar = compiled(schema, property_order="any")
+    assert accepts(grammar, {"p0": {"d": 1, "a": 2}, "p119": {"a": 119, "e": 120}})
+    assert not accepts(grammar, {"p0": {"b": 1, "a": 2}}) and not accepts(grammar, {"p1": {"a": 0}})
+
+
+@given(data=st.data())
+def test_property_order_any_allows_all_that_schema_order_does(data):
+    """Combined schemas' keys interleave, each schema's in its order; with
+    property_order="any" those orders are cut into pieces, never joined across
+    schemas, so no interleaving the default accepts is refused (7 to 10 keys:
+    past what ORDER_STATES lets go free)."""
+    names = data.draw(st.permutations("abcdefghij"))[:data.draw(st.integers(7, 10))]
+    cuts = sorted(data.draw(st.lists(st.integers(1, len(names) - 1), min_size=1, max_size=2, unique=True)))
+    parts = [names[a:b] for a, b in zip([0, *cuts], [*cuts, len(names)])]
+    schema = {"allOf": [{"properties": {k: {} for k in part}} for part in parts]}
+    turns = data.draw(st.permutations([i for i, part in enumerate(parts) for _ in part]))
+    left = [list(part) for part in parts]
+    value = {left[i].pop(0): 0 for i in turns}  # each part's keys in its order, the parts interleaved
+    assume(accepts(compiled(schema), value))  # (unless the default joined parts to stay within ORDER_STATES)
+    assert accepts(compiled(schema, property_order="any"), value), (schema, value)
 
 
 def test_combined_schemas_keep_each_ones_property_order():
