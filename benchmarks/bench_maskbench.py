@@ -2,7 +2,7 @@
 schemas, the same instances and the same tokens (Llama 3 vocabulary).
 
     python benchmarks/bench_maskbench.py [--corpus PATH] [--subset Github_easy ...] [--limit N]
-        [--engines ours llguidance] [--jobs 2] [--compile-timeout 30] [--no-write]
+        [--engines ours ours-any-order llguidance] [--jobs 2] [--compile-timeout 30] [--no-write]
 
 The corpus is a tarball (read in place) or a folder of MaskBench files, each
 {"schema": ..., "tests": [{"data": ..., "valid": ...}, ...]}; its subset is the

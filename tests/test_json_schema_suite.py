@@ -5,9 +5,9 @@ the suite's remote documents passed to json_schema as ``documents``.
 No invalid instance is ever accepted, in core or in optional/format. In core,
 every valid instance is accepted, unless the schema is refused with a
 ConstrainedError, or json_schema's documented choices exclude it: formats are
-asserted (the core suite treats them as annotations), more than 4 declared
-properties come in schema order (an instance rejected in its own order must be
-accepted in another), and an object may need distinct undeclared names that a
+asserted (the core suite treats them as annotations), declared properties
+come in schema order (an instance rejected in its own order must be accepted
+in another), and an object may need distinct undeclared names that a
 grammar cannot tell from a repeated one (README: Semantics)."""
 
 import json
