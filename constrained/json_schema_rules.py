@@ -169,7 +169,7 @@ def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = Fal
     context = frozenset({root}) - {TRUE}
     # Interleaved key orders and late keys multiply object states: where the rules grow too many, try again
     # in schema order (any order allows at least that), then with one order per object.
-    tries = [(any_order, ORDER_STATES, True)] + [(False, ORDER_STATES, True)] * any_order + [(False, 1, False)]
+    tries = [(any_order, ORDER_STATES, True), *([(False, ORDER_STATES, True)] if any_order else []), (False, 1, False)]
     for k, (free, order_states, late_keys) in enumerate(tries):
         builder = _Builder(schemas, strict_properties, free, caps, order_states=order_states, late_keys=late_keys)
         try:
@@ -1022,9 +1022,7 @@ def _key_chains(atoms: list, any_order: bool, order_states: int = ORDER_STATES) 
     place = {name: k for k, name in enumerate(merged)}
     if any(place[a] > place[b] for chain in chains for a, b in zip(chain, chain[1:])):  # no order keeps them all
         chains = [merged]
-    while len(chains) > 1 and math.prod(len(chain) + 1 for chain in chains) > order_states:
-        i = min(range(len(chains) - 1), key=lambda i: len(chains[i]) + len(chains[i + 1]))
-        chains[i:i + 2] = [_merged_order(chains[i:i + 2])]
+    chains = [keys for _, keys in _joined([(None, chain) for chain in chains], order_states)]
     return _cut(chains, order_states) if any_order else chains
 
 
@@ -1037,19 +1035,13 @@ def _cut(chains: list, order_states: int) -> list:
     cut of it in two that fits is made (the joins would take 15 keys back to
     one piece, where 11 and 4 fit). A chain of over ``order_states`` / 2 keys
     stays whole from the start: no cut of it fits."""
-    pieces = [(c, [name]) for c, chain in enumerate(chains) for name in chain if 2 * len(chain) <= order_states]
-    pieces += [(c, list(chain)) for c, chain in enumerate(chains) if 2 * len(chain) > order_states]
-    pieces.sort(key=lambda piece: piece[0])  # (stable: each chain's keys in order)
+    pieces = _joined([(c, piece) for c, chain in enumerate(chains)
+                      for piece in ([[name] for name in chain] if 2 * len(chain) <= order_states else [chain])],
+                     order_states)
 
     def states():
         return math.prod(len(piece) + 1 for _, piece in pieces)
 
-    while states() > order_states:
-        joinable = [i for i in range(len(pieces) - 1) if pieces[i][0] == pieces[i + 1][0]]
-        if not joinable:
-            break
-        i = min(joinable, key=lambda i: len(pieces[i][1]) + len(pieces[i + 1][1]))
-        pieces[i:i + 2] = [(pieces[i][0], pieces[i][1] + pieces[i + 1][1])]
     for c, chain in enumerate(chains):
         own = [k for k, (owner, _) in enumerate(pieces) if owner == c]
         if len(own) > 1:  # cut already
@@ -1060,6 +1052,20 @@ def _cut(chains: list, order_states: int) -> list:
         if fits:
             pieces[k:k + 1] = [(c, chain[:-fits[-1]]), (c, chain[-fits[-1]:])]
     return [piece for _, piece in pieces]
+
+
+def _joined(parts: list, order_states: int) -> list:
+    """``parts``, (chain or None, keys) pairs, with neighbours joined
+    (_merged_order), the shortest pair first, while they could give more than
+    ``order_states`` sets of keys done; parts of one chain (None: any parts)."""
+    parts = list(parts)
+    while math.prod(len(keys) + 1 for _, keys in parts) > order_states:
+        joinable = [i for i in range(len(parts) - 1) if parts[i][0] == parts[i + 1][0]]
+        if not joinable:
+            break
+        i = min(joinable, key=lambda i: len(parts[i][1]) + len(parts[i + 1][1]))
+        parts[i:i + 2] = [(parts[i][0], _merged_order([parts[i][1], parts[i + 1][1]]))]
+    return parts
 
 
 def _merged_order(orders: list) -> list:
