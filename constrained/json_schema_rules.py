@@ -1031,26 +1031,29 @@ def _cut(chains: list, order_states: int) -> list:
     give at most ``order_states`` sets of keys done: every key a piece of its
     own, then neighbouring pieces of one chain joined, the shortest pair first,
     while they would give more (joined into whole chains, they fit unless one
-    chain alone is too long). Where that leaves a chain whole, the most even
+    chain alone is too long). A key several chains hold is in the first one's
+    pieces only: in a piece of another chain too, it would have to wait for
+    the keys before it there. Where that leaves a chain whole, the most even
     cut of it in two that fits is made (the joins would take 15 keys back to
     one piece, where 11 and 4 fit). A chain of over ``order_states`` / 2 keys
-    stays whole from the start: no cut of it fits."""
-    pieces = _joined([(c, piece) for c, chain in enumerate(chains)
-                      for piece in ([[name] for name in chain] if 2 * len(chain) <= order_states else [chain])],
+    of its own stays whole from the start: no cut of it fits."""
+    seen, owned = set(), []
+    for chain in chains:
+        owned.append([name for name in chain if name not in seen])
+        seen.update(chain)
+    pieces = _joined([(c, piece) for c, keys in enumerate(owned) if keys
+                      for piece in ([[name] for name in keys] if 2 * len(keys) <= order_states else [keys])],
                      order_states)
-
-    def states():
-        return math.prod(len(piece) + 1 for _, piece in pieces)
-
-    for c, chain in enumerate(chains):
+    for c in range(len(owned)):
         own = [k for k, (owner, _) in enumerate(pieces) if owner == c]
-        if len(own) > 1:  # cut already
+        if len(own) != 1:  # cut already, or no keys of its own
             continue
         k = own[0]
-        others = states() // (len(chain) + 1)
-        fits = [a for a in range(1, len(chain) // 2 + 1) if (a + 1) * (len(chain) - a + 1) * others <= order_states]
+        keys = pieces[k][1]
+        others = _sets_done(pieces) // (len(keys) + 1)
+        fits = [a for a in range(1, len(keys) // 2 + 1) if (a + 1) * (len(keys) - a + 1) * others <= order_states]
         if fits:
-            pieces[k:k + 1] = [(c, chain[:-fits[-1]]), (c, chain[-fits[-1]:])]
+            pieces[k:k + 1] = [(c, keys[:-fits[-1]]), (c, keys[-fits[-1]:])]
     return [piece for _, piece in pieces]
 
 
@@ -1059,13 +1062,24 @@ def _joined(parts: list, order_states: int) -> list:
     (_merged_order), the shortest pair first, while they could give more than
     ``order_states`` sets of keys done; parts of one chain (None: any parts)."""
     parts = list(parts)
-    while math.prod(len(keys) + 1 for _, keys in parts) > order_states:
+    while _sets_done(parts) > order_states:
         joinable = [i for i in range(len(parts) - 1) if parts[i][0] == parts[i + 1][0]]
         if not joinable:
             break
         i = min(joinable, key=lambda i: len(parts[i][1]) + len(parts[i + 1][1]))
         parts[i:i + 2] = [(parts[i][0], _merged_order([parts[i][1], parts[i + 1][1]]))]
     return parts
+
+
+def _sets_done(parts: list) -> int:
+    """At most how many sets of keys done ``parts``, (chain, keys in order)
+    pairs, allow: a key several parts hold counts in the first only (a set
+    done is a prefix of each part, and the first holding a key decides it)."""
+    seen, sets = set(), 1
+    for _, keys in parts:
+        sets *= sum(key not in seen for key in keys) + 1
+        seen.update(keys)
+    return sets
 
 
 def _merged_order(orders: list) -> list:

@@ -311,6 +311,33 @@ def test_property_order_any_allows_all_that_schema_order_does(data):
     assert accepts(compiled(schema, property_order="any"), value), (schema, value)
 
 
+@given(order=st.permutations(["kind", "name", "source", "target", "type"]))
+def test_property_order_any_frees_a_key_that_combined_schemas_share_once(order):
+    """Six names in two alternatives' orders, one of them ("name") in both:
+    each is free (64 sets of keys done). Counted once per order it is in, the
+    pieces gave 128 sets, and joining two of them kept "type" before "name"
+    though the first alternative declares "type" only in ``required``."""
+    first = {"properties": {k: {"type": "string"} for k in ["kind", "name", "source", "target"]},
+             "required": ["name", "kind", "type", "source", "target"]}
+    second = {"properties": {"type": {"type": "string"}, "name": {"type": "string"}, "vertices": {"type": "object"}},
+              "required": ["name", "type", "vertices"]}
+    grammar = compiled({"anyOf": [first, second]}, property_order="any")
+    assert accepts(grammar, {k: "x" for k in order})
+    assert not accepts(grammar, {k: "x" for k in order if k != "type"})  # both require "type"
+
+
+def test_schema_order_counts_a_key_that_combined_schemas_share_once():
+    """Two schemas with 2 keys in common and 6 each of their own: with the
+    common keys counted once, their orders give at most 9 * 7 = 63 sets of
+    keys done, so the own keys interleave (counted twice, 81 sets merged the
+    two orders into one, the second's own keys after all of the first's)."""
+    first = {"properties": {k: {} for k in ["id", "name", *(f"a{i}" for i in range(6))]}}
+    second = {"properties": {k: {} for k in ["id", "name", *(f"b{i}" for i in range(6))]}}
+    grammar = compiled({"allOf": [first, second]})
+    assert accepts(grammar, {"id": 0, "name": 0, "b0": 0, "a0": 0, "b1": 0, "a1": 0})
+    assert not accepts(grammar, {"id": 0, "name": 0, "a1": 0, "a0": 0})  # each keeps its order
+
+
 def test_combined_schemas_keep_each_ones_property_order():
     """Keys of schemas combined for one value keep each schema's own order and may
     interleave; names a schema only requires have no order."""
