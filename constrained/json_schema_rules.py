@@ -1008,9 +1008,10 @@ def _key_chains(atoms: list, any_order: bool, order_states: int = ORDER_STATES) 
     """The orders declared keys must keep: each keyword set's properties in
     schema order (names only required have none), so that the keys of sets that
     combine may interleave. Neighbouring chains (in the order a reader meets
-    their sets) are merged (_merged_order), the shortest pair first, while they
-    could give more than ``order_states`` sets of keys done, and all of them
-    where they disagree (a cycle). With ``any_order``, the chains are then cut
+    their sets) are joined, the shortest pair first, while they could give more
+    than ``order_states`` sets of keys done (_joined, _sets_done), in the order
+    of all of them merged (_merged_order); all are one chain where they
+    disagree (a cycle). With ``any_order``, the chains are then cut
     into pieces that interleave (_cut): any order allows all that schema order
     does, and more as far as ``order_states`` allows."""
     names = list(dict.fromkeys(name for atom in atoms for name in [p[0] for p in atom.properties] + list(atom.required)))
@@ -1022,28 +1023,29 @@ def _key_chains(atoms: list, any_order: bool, order_states: int = ORDER_STATES) 
     place = {name: k for k, name in enumerate(merged)}
     if any(place[a] > place[b] for chain in chains for a, b in zip(chain, chain[1:])):  # no order keeps them all
         chains = [merged]
-    chains = [keys for _, keys in _joined([(None, chain) for chain in chains], order_states)]
-    return _cut(chains, order_states) if any_order else chains
+    chains = [keys for _, keys in _joined([(None, chain) for chain in chains], order_states, place)]
+    return _cut(chains, order_states, place) if any_order else chains
 
 
-def _cut(chains: list, order_states: int) -> list:
+def _cut(chains: list, order_states: int, place: dict) -> list:
     """``chains`` cut into pieces, each keeping its chain's order, while they
     give at most ``order_states`` sets of keys done: every key a piece of its
     own, then neighbouring pieces of one chain joined, the shortest pair first,
     while they would give more (joined into whole chains, they fit unless one
-    chain alone is too long). A key several chains hold is in the first one's
-    pieces only: in a piece of another chain too, it would have to wait for
-    the keys before it there. Where that leaves a chain whole, the most even
-    cut of it in two that fits is made (the joins would take 15 keys back to
-    one piece, where 11 and 4 fit). A chain of over ``order_states`` / 2 keys
-    of its own stays whole from the start: no cut of it fits."""
-    seen, owned = set(), []
-    for chain in chains:
-        owned.append([name for name in chain if name not in seen])
-        seen.update(chain)
+    chain alone is too long). A key several chains hold is in the pieces of
+    the one that lists it earliest only (in a piece of another too, it would
+    wait for the keys before it there). Where that leaves a chain whole, the
+    most even cut of it in two that fits is made (the joins would take 15 keys
+    back to one piece, where 11 and 4 fit). A chain of over ``order_states`` /
+    2 keys of its own stays whole from the start: no cut of it fits."""
+    earliest = {}  # name -> (its place in a chain, that chain) for the chain listing it earliest
+    for c, chain in enumerate(chains):
+        for k, name in enumerate(chain):
+            earliest[name] = min(earliest.get(name, (k, c)), (k, c))
+    owned = [[name for name in chain if earliest[name][1] == c] for c, chain in enumerate(chains)]
     pieces = _joined([(c, piece) for c, keys in enumerate(owned) if keys
                       for piece in ([[name] for name in keys] if 2 * len(keys) <= order_states else [keys])],
-                     order_states)
+                     order_states, place)
     for c in range(len(owned)):
         own = [k for k, (owner, _) in enumerate(pieces) if owner == c]
         if len(own) != 1:  # cut already, or no keys of its own
@@ -1057,17 +1059,20 @@ def _cut(chains: list, order_states: int) -> list:
     return [piece for _, piece in pieces]
 
 
-def _joined(parts: list, order_states: int) -> list:
-    """``parts``, (chain or None, keys) pairs, with neighbours joined
-    (_merged_order), the shortest pair first, while they could give more than
-    ``order_states`` sets of keys done; parts of one chain (None: any parts)."""
+def _joined(parts: list, order_states: int, place: dict) -> list:
+    """``parts``, (chain or None, keys) pairs, with neighbours joined, the
+    shortest pair first, while they could give more than ``order_states`` sets
+    of keys done; parts of one chain (None: any parts). A joined part takes its
+    keys in their ``place`` in one order that every part keeps (the chains
+    merged, see _key_chains), so that a key several parts hold never waits in
+    one of them for keys that another lists after it."""
     parts = list(parts)
     while _sets_done(parts) > order_states:
         joinable = [i for i in range(len(parts) - 1) if parts[i][0] == parts[i + 1][0]]
         if not joinable:
             break
         i = min(joinable, key=lambda i: len(parts[i][1]) + len(parts[i + 1][1]))
-        parts[i:i + 2] = [(parts[i][0], _merged_order([parts[i][1], parts[i + 1][1]]))]
+        parts[i:i + 2] = [(parts[i][0], sorted({*parts[i][1], *parts[i + 1][1]}, key=place.__getitem__))]
     return parts
 
 

@@ -4,6 +4,7 @@ properties come in schema order) and the others rejected; bad schemas are
 refused with messages that name the keyword and its JSON pointer; random
 values are never accepted unless the validator accepts them."""
 
+import graphlib
 import itertools
 import json
 import math
@@ -11,7 +12,7 @@ from types import SimpleNamespace
 
 import jsonschema
 import pytest
-from hypothesis import assume, given, strategies as st
+from hypothesis import assume, example, given, strategies as st
 
 import constrained
 from constrained import ConstrainedError
@@ -326,6 +327,20 @@ def test_property_order_any_frees_a_key_that_combined_schemas_share_once(order):
     assert not accepts(grammar, {k: "x" for k in order if k != "type"})  # both require "type"
 
 
+def test_property_order_any_frees_a_shared_key_where_a_schema_lists_it_early():
+    """Nine names in two alternatives' orders, "partition" last in one and in
+    the middle of the other: past 64 sets of keys done, the pieces join, and
+    "partition" goes with the order that lists it earliest, so it may come
+    first (as MaskBench's o76576 writes it) in an instance of the other."""
+    names = ["iapp", "iappOptions", "iappTableName", "iappVariables", "partition"]
+    first = {"properties": {k: {"type": "string"} for k in names}, "required": names, "additionalProperties": False}
+    second = {"properties": {k: {"type": "string"} for k in ["balance", "mode", "partition", "sslProfile", "address"]},
+              "required": ["partition"], "additionalProperties": False}
+    grammar = compiled({"oneOf": [first, second]}, property_order="any")
+    assert accepts(grammar, {k: "x" for k in ["partition", *names[:4]]})
+    assert not accepts(grammar, {k: "x" for k in ["partition", *names[:3]]})  # "iappVariables" is required
+
+
 def test_schema_order_counts_a_key_that_combined_schemas_share_once():
     """Two schemas with 2 keys in common and 6 each of their own: with the
     common keys counted once, their orders give at most 9 * 7 = 63 sets of
@@ -336,6 +351,35 @@ def test_schema_order_counts_a_key_that_combined_schemas_share_once():
     grammar = compiled({"allOf": [first, second]})
     assert accepts(grammar, {"id": 0, "name": 0, "b0": 0, "a0": 0, "b1": 0, "a1": 0})
     assert not accepts(grammar, {"id": 0, "name": 0, "a1": 0, "a0": 0})  # each keeps its order
+
+
+@given(orders=st.lists(st.lists(st.sampled_from("abcdefghijkl"), min_size=1, max_size=8, unique=True),
+                       min_size=2, max_size=5), any_order=st.booleans())
+@example(orders=[["a"], ["b", "e", "i"], ["b", "a", "c", "g", "h", "d"], ["f"]], any_order=False)
+@example(orders=[["n", "p", "v"], ["s"], ["c", "m", "u", "g", "t"], ["c", "m", "u", "g", "t", "x"], ["s", "e"]],
+         any_order=False)  # (MaskBench's o25695: a file changed, or an error)
+def test_key_chains_keep_every_schema_order_where_they_agree(orders, any_order):
+    """Where combined schemas' property orders agree (no cycle), the chains
+    (joined to stay within ORDER_STATES, or cut under "any") and all those
+    orders fit one order: so output in any one schema's order is allowed, and
+    no key shared by two chains waits in one for a key that the other puts
+    after it (two joins that placed a shared key apart made a cycle)."""
+    def acyclic(sequences):
+        graph = {}
+        for names in sequences:
+            for a, b in zip(names, names[1:]):
+                graph.setdefault(b, set()).add(a)
+        try:
+            tuple(graphlib.TopologicalSorter(graph).static_order())
+            return True
+        except graphlib.CycleError:
+            return False
+
+    assume(acyclic(orders))
+    atoms = [SimpleNamespace(properties=[(name, {}) for name in order], required=()) for order in orders]
+    chains = _key_chains(atoms, any_order=any_order)
+    assert sorted({name for chain in chains for name in chain}) == sorted({name for order in orders for name in order})
+    assert acyclic(chains + orders), (orders, chains)
 
 
 def test_combined_schemas_keep_each_ones_property_order():
