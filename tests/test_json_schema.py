@@ -300,14 +300,17 @@ def test_property_order_any_allows_all_that_schema_order_does(data):
     """Combined schemas' keys interleave, each schema's in its order; with
     property_order="any" those orders are cut into pieces, never joined across
     schemas, so no interleaving the default accepts is refused (7 to 10 keys:
-    past what ORDER_STATES lets go free)."""
+    past what ORDER_STATES lets go free; schemas may share keys)."""
     names = data.draw(st.permutations("abcdefghij"))[:data.draw(st.integers(7, 10))]
-    cuts = sorted(data.draw(st.lists(st.integers(1, len(names) - 1), min_size=1, max_size=2, unique=True)))
-    parts = [names[a:b] for a, b in zip([0, *cuts], [*cuts, len(names)])]
-    schema = {"allOf": [{"properties": {k: {} for k in part}} for part in parts]}
-    turns = data.draw(st.permutations([i for i, part in enumerate(parts) for _ in part]))
-    left = [list(part) for part in parts]
-    value = {left[i].pop(0): 0 for i in turns}  # each part's keys in its order, the parts interleaved
+    parts = [part for part in ([k for k in names if data.draw(st.booleans())] for _ in range(3)) if part]
+    parts += [[k for k in names if not any(k in part for part in parts)]]  # every key in some schema
+    schema = {"allOf": [{"properties": {k: {} for k in part}} for part in parts if part]}
+    left, value = [list(part) for part in parts], {}
+    while any(left):  # each schema's keys in its order, the schemas interleaved
+        ready = sorted({part[0] for part in left if part and all(part[0] not in other[1:] for other in left)})
+        key = data.draw(st.sampled_from(ready))
+        value[key] = 0
+        left = [part[1:] if part and part[0] == key else part for part in left]
     assume(accepts(compiled(schema), value))  # (unless the default joined parts to stay within ORDER_STATES)
     assert accepts(compiled(schema, property_order="any"), value), (schema, value)
 
