@@ -22,7 +22,7 @@ sets already failed, members so far). Declared keys come in chains
 (_key_chains: each set's own order; with ``any_order``, cut into pieces as
 far as ORDER_STATES allows), each key at most once: a key done passes the keys its
 chains list before it, and chains interleave, so the states are the sets of
-keys done, within ORDER_STATES. Undeclared keys come anywhere between them, and
+keys done, within ORDER_STATES (unless one set's order alone is longer). Undeclared keys come anywhere between them, and
 so may a declared key after its turn, failing the sets that declare it, where
 their results cannot change the label (_ObjectProduct.late_failures). An
 array's state is
@@ -1029,20 +1029,32 @@ def _key_chains(atoms: list, any_order: bool, order_states: int = ORDER_STATES) 
 
 def _cut(chains: list, order_states: int, place: dict) -> list:
     """``chains`` cut into pieces, each keeping its chain's order, while they
-    give at most ``order_states`` sets of keys done: every key a piece of its
-    own, then neighbouring pieces of one chain joined, the shortest pair first,
-    while they would give more (joined into whole chains, they fit unless one
-    chain alone is too long). A key several chains hold is in the pieces of
-    the one that lists it earliest only (in a piece of another too, it would
-    wait for the keys before it there). Where that leaves a chain whole, the
-    most even cut of it in two that fits is made (the joins would take 15 keys
-    back to one piece, where 11 and 4 fit). A chain of over ``order_states`` /
-    2 keys of its own stays whole from the start: no cut of it fits."""
-    earliest = {}  # name -> (its place in a chain, that chain) for the chain listing it earliest
+    give at most ``order_states`` sets of keys done (_pieces). A key several
+    chains hold is in the pieces of one of them only (in a piece of another
+    too, it would wait for the keys before it there): the one that lists it
+    earliest, or where the pieces would then give more sets than that, the
+    first holding it; where neither fits, the chains stay as they are."""
+    earliest, first = {}, {}  # name -> (its place in a chain, that chain)
     for c, chain in enumerate(chains):
         for k, name in enumerate(chain):
             earliest[name] = min(earliest.get(name, (k, c)), (k, c))
-    owned = [[name for name in chain if earliest[name][1] == c] for c, chain in enumerate(chains)]
+            first.setdefault(name, (k, c))
+    for owner in (earliest, first):
+        pieces = _pieces([[name for name in chain if owner[name][1] == c] for c, chain in enumerate(chains)],
+                         order_states, place)
+        if _sets_done([(None, piece) for piece in pieces], order_states) <= order_states:
+            return pieces
+    return chains
+
+
+def _pieces(owned: list, order_states: int, place: dict) -> list:
+    """Each chain's keys in ``owned`` (no key in two) cut into pieces: every
+    key a piece of its own, then neighbouring pieces of one chain joined, the
+    shortest pair first, while they would give more than ``order_states`` sets
+    of keys done. Where that leaves a chain whole, the most even cut of it in
+    two that fits is made (the joins would take 15 keys back to one piece,
+    where 11 and 4 fit). A chain of over ``order_states`` / 2 keys stays whole
+    from the start: no cut of it fits."""
     pieces = _joined([(c, piece) for c, keys in enumerate(owned) if keys
                       for piece in ([[name] for name in keys] if 2 * len(keys) <= order_states else [keys])],
                      order_states, place)
@@ -1052,7 +1064,7 @@ def _cut(chains: list, order_states: int, place: dict) -> list:
             continue
         k = own[0]
         keys = pieces[k][1]
-        others = _sets_done(pieces) // (len(keys) + 1)
+        others = math.prod(len(piece) + 1 for _, piece in pieces) // (len(keys) + 1)  # (pieces share no key)
         fits = [a for a in range(1, len(keys) // 2 + 1) if (a + 1) * (len(keys) - a + 1) * others <= order_states]
         if fits:
             pieces[k:k + 1] = [(c, keys[:-fits[-1]]), (c, keys[-fits[-1]:])]
@@ -1061,13 +1073,13 @@ def _cut(chains: list, order_states: int, place: dict) -> list:
 
 def _joined(parts: list, order_states: int, place: dict) -> list:
     """``parts``, (chain or None, keys) pairs, with neighbours joined, the
-    shortest pair first, while they could give more than ``order_states`` sets
-    of keys done; parts of one chain (None: any parts). A joined part takes its
+    shortest pair first, while they give more than ``order_states`` sets of
+    keys done; parts of one chain (None: any parts). A joined part takes its
     keys in their ``place`` in one order that every part keeps (the chains
     merged, see _key_chains), so that a key several parts hold never waits in
     one of them for keys that another lists after it."""
     parts = list(parts)
-    while _sets_done(parts) > order_states:
+    while _sets_done(parts, order_states) > order_states:
         joinable = [i for i in range(len(parts) - 1) if parts[i][0] == parts[i + 1][0]]
         if not joinable:
             break
@@ -1076,15 +1088,30 @@ def _joined(parts: list, order_states: int, place: dict) -> list:
     return parts
 
 
-def _sets_done(parts: list) -> int:
-    """At most how many sets of keys done ``parts``, (chain, keys in order)
-    pairs, allow: a key several parts hold counts in the first only (a set
-    done is a prefix of each part, and the first holding a key decides it)."""
-    seen, sets = set(), 1
+def _sets_done(parts: list, cap: int) -> int:
+    """How many sets of keys done ``parts``, (chain, keys in order) pairs,
+    give, or some number over ``cap`` where they give more. A key comes done
+    with the keys before it in every part holding it (_ObjectProduct.before),
+    so parts that share no key give the product of their lengths plus one;
+    where they share keys, the sets reached are counted."""
+    names = [name for _, keys in parts for name in keys]
+    if len(names) == len(set(names)):
+        return math.prod(len(keys) + 1 for _, keys in parts)
+    bit = {name: 1 << k for k, name in enumerate(dict.fromkeys(names))}
+    passes = dict.fromkeys(bit, 0)  # per key, the keys done with it (bits)
     for _, keys in parts:
-        sets *= sum(key not in seen for key in keys) + 1
-        seen.update(keys)
-    return sets
+        before = 0
+        for name in keys:
+            before |= bit[name]
+            passes[name] |= before
+    seen, todo = {0}, [0]
+    while todo and len(seen) <= cap:
+        done = todo.pop()
+        for name, with_it in passes.items():
+            if not done & bit[name] and (after := done | with_it) not in seen:
+                seen.add(after)
+                todo.append(after)
+    return len(seen)
 
 
 def _merged_order(orders: list) -> list:

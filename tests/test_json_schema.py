@@ -17,7 +17,7 @@ from hypothesis import assume, example, given, strategies as st
 import constrained
 from constrained import ConstrainedError
 from constrained.json_schema import json_schema
-from constrained.json_schema_rules import ORDER_STATES, _key_chains
+from constrained.json_schema_rules import ORDER_STATES, _key_chains, _sets_done
 
 from conftest import encode_exact
 from schema_checks import exact_float
@@ -360,13 +360,18 @@ def test_schema_order_counts_a_key_that_combined_schemas_share_once():
                        min_size=2, max_size=5), any_order=st.booleans())
 @example(orders=[["a"], ["b", "e", "i"], ["b", "a", "c", "g", "h", "d"], ["f"]], any_order=False)
 @example(orders=[["n", "p", "v"], ["s"], ["c", "m", "u", "g", "t"], ["c", "m", "u", "g", "t", "x"], ["s", "e"]],
-         any_order=False)  # (MaskBench's o25695: a file changed, or an error)
+         any_order=False)  # (the shape of MaskBench's o25695: oneOf a file changed or an error)
+@example(orders=[list("abcdefg"), list("hijklmn"), ["g", "h"]], any_order=False)  # (a key passes only its own)
+@example(orders=[list("abcdefghijklmn"), list("hijklmno")], any_order=True)  # (owned where listed earliest: 72)
 def test_key_chains_keep_every_schema_order_where_they_agree(orders, any_order):
     """Where combined schemas' property orders agree (no cycle), the chains
     (joined to stay within ORDER_STATES, or cut under "any") and all those
     orders fit one order: so output in any one schema's order is allowed, and
     no key shared by two chains waits in one for a key that the other puts
-    after it (two joins that placed a shared key apart made a cycle)."""
+    after it (two joins that placed a shared key apart made a cycle). And the
+    chains give at most ORDER_STATES sets of keys done, counted as the grammar
+    reaches them (a key comes done with the keys before it in its chains
+    only: counting a shared key once per product term was no bound)."""
     def acyclic(sequences):
         graph = {}
         for names in sequences:
@@ -383,6 +388,7 @@ def test_key_chains_keep_every_schema_order_where_they_agree(orders, any_order):
     chains = _key_chains(atoms, any_order=any_order)
     assert sorted({name for chain in chains for name in chain}) == sorted({name for order in orders for name in order})
     assert acyclic(chains + orders), (orders, chains)
+    assert _sets_done([(None, chain) for chain in chains], ORDER_STATES) <= ORDER_STATES, chains
 
 
 def test_combined_schemas_keep_each_ones_property_order():
