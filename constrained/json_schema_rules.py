@@ -22,7 +22,8 @@ sets already failed, members so far). Declared keys come in chains
 (_key_chains: each set's own order; with ``any_order``, cut into pieces as
 far as ORDER_STATES allows), each key at most once: a key done passes the keys its
 chains list before it, and chains interleave, so the states are the sets of
-keys done, within ORDER_STATES (unless one set's order alone is longer). Undeclared keys come anywhere between them, and
+keys done, within ORDER_STATES (unless the declared names, merged into one
+order, are more). Undeclared keys come anywhere between them, and
 so may a declared key after its turn, failing the sets that declare it, where
 their results cannot change the label (_ObjectProduct.late_failures). An
 array's state is
@@ -1008,7 +1009,7 @@ def _key_chains(atoms: list, any_order: bool, order_states: int = ORDER_STATES) 
     """The orders declared keys must keep: each keyword set's properties in
     schema order (names only required have none), so that the keys of sets that
     combine may interleave. Neighbouring chains (in the order a reader meets
-    their sets) are joined, the shortest pair first, while they could give more
+    their sets) are joined, the shortest pair first, while they give more
     than ``order_states`` sets of keys done (_joined, _sets_done), in the order
     of all of them merged (_merged_order); all are one chain where they
     disagree (a cycle). With ``any_order``, the chains are then cut
@@ -1032,8 +1033,9 @@ def _cut(chains: list, order_states: int, place: dict) -> list:
     give at most ``order_states`` sets of keys done (_pieces). A key several
     chains hold is in the pieces of one of them only (in a piece of another
     too, it would wait for the keys before it there): the one that lists it
-    earliest, or where the pieces would then give more sets than that, the
-    first holding it; where neither fits, the chains stay as they are."""
+    earliest, or where the pieces would then give more than ``order_states``
+    sets, the first holding it; where neither fits, the chains stay as they
+    are."""
     earliest, first = {}, {}  # name -> (its place in a chain, that chain)
     for c, chain in enumerate(chains):
         for k, name in enumerate(chain):
