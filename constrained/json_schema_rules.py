@@ -1066,7 +1066,7 @@ def _pieces(owned: list, order_states: int, place: dict) -> list:
             continue
         k = own[0]
         keys = pieces[k][1]
-        others = math.prod(len(piece) + 1 for _, piece in pieces) // (len(keys) + 1)  # (pieces share no key)
+        others = _sets_done(pieces, order_states) // (len(keys) + 1)  # (exact: pieces share no key)
         fits = [a for a in range(1, len(keys) // 2 + 1) if (a + 1) * (len(keys) - a + 1) * others <= order_states]
         if fits:
             pieces[k:k + 1] = [(c, keys[:-fits[-1]]), (c, keys[-fits[-1]:])]
