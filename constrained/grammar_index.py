@@ -117,7 +117,7 @@ class _Group:
 
     def __init__(self, id, tok, off):
         self.id, self.tok, self.off = id, tok, off
-        self.next_bytes = None  # each token's next two bytes, once a lexeme asks (GrammarIndex._entering)
+        self.next_bytes = None  # the tokens by their next two bytes, once a lexeme asks (GrammarIndex._entering)
         self.first_byte = None  # each token's first byte, once a combination of terminals asks (GrammarIndex._combine)
 
 
@@ -610,11 +610,12 @@ class GrammarIndex:
 
 
 def _sizes(groups) -> list:
-    """(id, bytes) of each group, with the 5 bytes a token that a group may
-    cache later (its next two bytes as int16, its first byte): parts that the
-    shared walks count once however many walks hold them (a name's or a
-    string's exits are in most walks from a key's start)."""
-    return [(g.id, g.tok.nbytes + g.off.nbytes + 5 * len(g.tok)) for g in groups]
+    """(id, bytes) of each group, with the 7 bytes a token that a group may
+    cache later (its byte after next as int16, its place by its next byte as
+    int32, its first byte): parts that the shared walks count once however
+    many walks hold them (a name's or a string's exits are in most walks from
+    a key's start)."""
+    return [(g.id, g.tok.nbytes + g.off.nbytes + 7 * len(g.tok)) for g in groups]
 
 
 def _group(tok: np.ndarray, off: np.ndarray) -> _Group:

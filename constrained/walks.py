@@ -89,33 +89,56 @@ def token_walk(data, starts, lengths, trans, alive, tok, off, q):
 
 @compiled("(uint8[::1], int64[::1], int64[::1], int64[::1], int64[::1])")
 def next_two_bytes(data, starts, lengths, tok, off):
-    """Each token's byte at its offset, and the byte after it (256 where the
-    token ends there), for ``entering_tokens``."""
-    first = np.empty(len(tok), np.int16)
-    second = np.empty(len(tok), np.int16)
-    for i in range(len(tok)):
+    """For ``entering_tokens``: each token's byte after its next one (256 where
+    the token ends before), and the tokens' places by their next byte: byte b's
+    are ``order[bounds[b]:bounds[b + 1]]``, ascending."""
+    n = len(tok)
+    first = np.empty(n, np.int64)
+    second = np.empty(n, np.int16)
+    bounds = np.zeros(257, np.int64)
+    for i in range(n):
         at = starts[tok[i]] + off[i]
         first[i] = data[at]
         second[i] = data[at + 1] if off[i] + 1 < lengths[tok[i]] else 256
-    return first, second
+        bounds[first[i] + 1] += 1
+    for b in range(256):
+        bounds[b + 1] += bounds[b]
+    order = np.empty(n, np.int32)
+    at = bounds[:256].copy()
+    for i in range(n):
+        order[at[first[i]]] = i
+        at[first[i]] += 1
+    return second, order, bounds
 
 
-@compiled("(int16[::1], int16[::1], int32[:, ::1], boolean[::1], boolean[::1], int64)")
-def entering_tokens(first, second, trans, alive, completes, q):
+@compiled("(int16[::1], int32[::1], int64[::1], int32[:, ::1], boolean[::1], boolean[::1], int64)")
+def entering_tokens(second, order, bounds, trans, alive, completes, q):
     """The places of the tokens worth walking from a fresh lexeme in state q,
-    given each one's next two bytes (``next_two_bytes``). A token is left out
-    where its next byte leads to a state ``alive`` does not hold, or where that
-    byte reaches a state in which no terminal is complete (``completes``) and
-    the byte after it leads to one ``alive`` does not hold: the lexeme dies
-    there without emitting anything, so the walk would drop the token."""
-    kept = np.empty(len(first), np.int64)
-    n = 0
-    for i in range(len(first)):
-        s = trans[q, first[i]]
-        if alive[s] and (completes[s] or second[i] == 256 or alive[trans[s, second[i]]]):
-            kept[n] = i
-            n += 1
-    return kept[:n].copy()
+    ascending, given their next two bytes (``next_two_bytes``). A token is left
+    out where its next byte leads to a state ``alive`` does not hold, or where
+    that byte reaches a state in which no terminal is complete (``completes``)
+    and the byte after it leads to one ``alive`` does not hold: the lexeme dies
+    there without emitting anything, so the walk would drop the token. Only
+    the tokens whose next byte lets them in are read: after a space, most
+    tokens of a group go on with a letter, which a value's start does not take."""
+    n = len(second)
+    kept = np.empty(n, np.int64)
+    m = 0
+    for b in range(256):
+        s = trans[q, b]
+        if bounds[b] == bounds[b + 1] or not alive[s]:
+            continue
+        for j in range(bounds[b], bounds[b + 1]):
+            i = order[j]
+            if completes[s] or second[i] == 256 or alive[trans[s, second[i]]]:
+                kept[m] = i
+                m += 1
+    if m * 8 < n:  # few: sorting them costs less than a pass over all
+        return np.sort(kept[:m])
+    keep = np.zeros(n, np.bool_)
+    for j in range(m):
+        keep[kept[j]] = True
+    return np.flatnonzero(keep)
 
 
 @compiled("(int64[::1], int64[::1], int64[::1])")
