@@ -378,6 +378,7 @@ class _Language:
         self.parser = parser
         self.acceptable = acceptable  # per parser state (see _acceptable)
         self._starts = {state: lexer.start(terms) for state, terms in acceptable.items()}
+        self._by_action: dict = {}  # per parser state: (the acceptable terminals always valid, those reduced first)
         self._contexts = SuffixMemo(_CONTEXT_CACHE)
         self._last_context = (None, 0, None)  # (stack, depth read, its answer): the last stack asked for
 
@@ -394,19 +395,29 @@ class _Language:
         if last[0] is stack:  # a step asks again for the stack it just asked for (half the calls)
             parser.read(stack, last[1])
             return last[2]
-        found = self._contexts.get(0, stack)
+        acceptable = self.acceptable[stack[-1]]
+        sure, reduced = self._by_action.get(stack[-1]) or self._terminals_by_action(stack[-1])
+        # Where the parser shifts every acceptable terminal, the top state decides (three calls in four here).
+        found = self._contexts.get(0, stack) if reduced else (1, self.lexer.context(acceptable, sure))
         if found is not None:
             parser.read(stack, found[0])
         else:
             with parser.reading(stack) as depth:
-                acceptable = self.acceptable[stack[-1]]
-                ignored, actions = self.lexer.ignored, parser.actions[stack[-1]]
-                valid = frozenset(k for k in acceptable  # (a shift never fails: only reductions need feeding)
-                                  if ignored[k] or k in actions and (actions[k][0] or parser.feed(stack, k) is not None))
+                valid = sure | {k for k in reduced if parser.feed(stack, k) is not None}
                 found = depth(), self.lexer.context(acceptable, valid)
                 self._contexts.put(0, stack, *found)
         self._last_context = (stack, *found)
         return found[1]
+
+    def _terminals_by_action(self, state: int) -> tuple:
+        """(the terminals acceptable in parser state ``state`` that are always
+        valid: ignored ones and shifts, which never fail; those the parser
+        reduces before it shifts them, which the stack below decides)."""
+        ignored, actions = self.lexer.ignored, self.parser.actions[state]
+        acceptable = self.acceptable[state]
+        sure = frozenset(k for k in acceptable if ignored[k] or k in actions and actions[k][0])
+        found = self._by_action[state] = (sure, [k for k in acceptable if k in actions and k not in sure])
+        return found
 
     def after(self, stack: tuple, term: int):
         """(fresh lexer state, stack) once the lexeme is emitted as ``term`` (stack

@@ -852,26 +852,32 @@ def test_lexer_contexts_match_their_definition(tokenizers):
 
 def test_a_stack_asked_for_again_reads_as_deep(tokenizers):
     """A parser stack's lexer context, asked for again, is the last answer
-    (_Language.context keeps it): it records the same depth read as the stored
-    answer (masks are remembered under the stack's top states they read), and
-    its valid terminals are those the parser shifts when fed one by one."""
+    (_Language.context keeps it): it records the same depth read as the first
+    answer (masks are remembered under the stack's top states they read: one
+    where the parser shifts every acceptable terminal), and its valid
+    terminals are those the parser shifts when fed one by one."""
     tok = tokenizers("llama3")
     g = constrained.grammar(GRAMMARS / "json.lark")
     matcher = g.matcher(tok)
     assert feed_text(matcher, tok, '{"a": [1, {"b": [true, null, [2.5]]}], "c": {"d": "e"}}')
     language, parser = g.language, g.language.parser
-    deep = 0
+    deep = top_only = 0
     for stack in {state[1] for state in matcher._states if state is not None}:
-        ctx = language.context(stack)
-        stored = language._contexts.get(0, stack)[0]
+        language._last_context = (None, 0, None)
+        with parser.reading(stack) as depth:
+            ctx = language.context(stack)
+            first = depth()
         with parser.reading(stack) as depth:
             assert language.context(stack) is ctx
-            assert depth() == stored
-        deep += stored > 1
+            assert depth() == first
+        deep += first > 1
+        if all(parser.actions[stack[-1]][k][0] for k in language.acceptable[stack[-1]] if not language.lexer.ignored[k]):
+            assert first == 1
+            top_only += 1
         shifted = {k for k in language.acceptable[stack[-1]]
                    if language.lexer.ignored[k] or parser.feed(stack, k) is not None}
         assert set(np.flatnonzero(ctx.valid).tolist()) == shifted
-    assert deep >= 3
+    assert deep >= 3 and top_only >= 3
 
 
 def test_tokens_leaving_read_off_the_trie_agree_with_walking(tokenizers, monkeypatch):
