@@ -396,6 +396,7 @@ def test_keywords_versus_names(tokenizers):
         ('%import nosuch.THING\nstart: "a"', "%import names a grammar that does not exist"),
         ('start: a | b\na: "x"\nb: "x"', "not LALR\\(1\\): a reduce/reduce conflict"),
         ('start: start "a"', "language is empty"),
+        ('start: a\na: b "x" | a "y"\nb: b "z"', "language is empty"),
         ('foo: "a"', "start rule 'start' is not defined"),
         ('start: X\nX: /a(?=b)/', "terminal X .* lookaround"),
         ("start: (NAME | INT)+\nNAME: /[a-z0-9]+/\nINT.5: /[0-9]+/", "INT and NAME overlap .* on b'0a' lark takes INT"),
