@@ -269,8 +269,8 @@ class GrammarIndex:
         """The one stored copy of a mask equal to ``packed`` (most stacks share a few masks)."""
         if len(self._distinct) >= _MASK_CACHE:
             self._distinct.clear()
-        fold = int(np.bitwise_xor.reduce(packed.view(np.uint64)))  # (a third of hashing its bytes; a clash only
-        same = self._distinct.setdefault(fold, packed)                # costs a copy kept apart)
+        fold = int(np.bitwise_xor.reduce(packed))  # (cheaper than hashing its bytes; a clash only keeps a copy apart)
+        same = self._distinct.setdefault(fold, packed)
         return same if same is packed or same.tobytes() == packed.tobytes() else packed
 
     def _mask(self, q: int, stack: tuple, ctx, seen: int) -> np.ndarray:

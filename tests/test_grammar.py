@@ -1307,3 +1307,16 @@ def test_stored_tables_are_trimmed_least_recently_used_first(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["middle.npz", "new.npz", "writing.1.tmp.npz"]
     _trim(tmp_path, 100)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new.npz", "writing.1.tmp.npz"]
+
+
+def test_masks_of_a_vocabulary_with_an_odd_number_of_words():
+    """Masks are 32-bit words, as many as the vocabulary needs: 9 here, which
+    no 64-bit view of them fits (equal masks are found by their words)."""
+    vocab = constrained.Vocabulary([bytes([b]) for b in range(256)] + [b'{"', b'":', b'"}'], frozenset())
+    matcher = constrained.grammar(GRAMMARS / "json.lark").matcher(vocab)
+    for token in [256, ord("a"), 257, ord(" "), ord("1"), ord(","), ord(" "), ord('"'), ord("b"), 257, ord("["),
+                  ord("]"), ord("}")]:
+        allowed = matcher.allowed()
+        assert len(allowed) == 259 and allowed[token]
+        matcher.advance(token)
+    assert matcher.is_accepting() and not matcher.allowed()[ord(",")]
