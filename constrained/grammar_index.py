@@ -177,7 +177,7 @@ class GrammarIndex:
         self._canon_ids: dict = {}
         self._masks = SuffixMemo(_MASK_CACHE)
         self._follows = SuffixMemo(_FOLLOW_CACHE)
-        self._distinct: dict = {}
+        self._distinct: dict = {}  # xor of a mask's words -> the distinct masks with it (see _shared)
         self.bias_cache: OrderedDict = OrderedDict()
         self._eos_only = self._pack_ids(self.eos)
         _build_vocabulary_tables(vocab)
@@ -266,12 +266,19 @@ class GrammarIndex:
         return hit
 
     def _shared(self, packed: np.ndarray) -> np.ndarray:
-        """The one stored copy of a mask equal to ``packed`` (most stacks share a few masks)."""
+        """The one stored copy of a mask equal to ``packed`` (most stacks share a
+        few masks), found among those with the same xor of their words: a third
+        of the cost of hashing the bytes, though masks that differ by tokens 32
+        apart share it."""
         if len(self._distinct) >= _MASK_CACHE:
             self._distinct.clear()
-        fold = int(np.bitwise_xor.reduce(packed))  # (cheaper than hashing its bytes; a clash only keeps a copy apart)
-        same = self._distinct.setdefault(fold, packed)
-        return same if same is packed or same.tobytes() == packed.tobytes() else packed
+        data = packed.tobytes()
+        alike = self._distinct.setdefault(int(np.bitwise_xor.reduce(packed)), [])
+        for same in alike:
+            if same.tobytes() == data:
+                return same
+        alike.append(packed)
+        return packed
 
     def _mask(self, q: int, stack: tuple, ctx, seen: int) -> np.ndarray:
         language = self.language
@@ -610,12 +617,12 @@ class GrammarIndex:
 
 
 def _sizes(groups) -> list:
-    """(id, bytes) of each group, with the 7 bytes a token that a group may
-    cache later (its byte after next as int16, its place by its next byte as
-    int32, its first byte): parts that the shared walks count once however
-    many walks hold them (a name's or a string's exits are in most walks from
-    a key's start)."""
-    return [(g.id, g.tok.nbytes + g.off.nbytes + 7 * len(g.tok)) for g in groups]
+    """(id, bytes) of each group, with what a group may cache later (per token
+    7 bytes: its byte after next as int16, its place by its next byte as
+    int32, its first byte; and where each next byte's places begin, 257
+    int32): parts that the shared walks count once however many walks hold
+    them (a name's or a string's exits are in most walks from a key's start)."""
+    return [(g.id, g.tok.nbytes + g.off.nbytes + 7 * len(g.tok) + 257 * 4) for g in groups]
 
 
 def _group(tok: np.ndarray, off: np.ndarray) -> _Group:

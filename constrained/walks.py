@@ -93,9 +93,9 @@ def next_two_bytes(data, starts, lengths, tok, off):
     the token ends before), and the tokens' places by their next byte: byte b's
     are ``order[bounds[b]:bounds[b + 1]]``, ascending."""
     n = len(tok)
-    first = np.empty(n, np.int64)
+    first = np.empty(n, np.uint8)
     second = np.empty(n, np.int16)
-    bounds = np.zeros(257, np.int64)
+    bounds = np.zeros(257, np.int32)
     for i in range(n):
         at = starts[tok[i]] + off[i]
         first[i] = data[at]
@@ -104,14 +104,14 @@ def next_two_bytes(data, starts, lengths, tok, off):
     for b in range(256):
         bounds[b + 1] += bounds[b]
     order = np.empty(n, np.int32)
-    at = bounds[:256].copy()
+    fill = bounds[:256].copy()  # per byte, where its next place goes
     for i in range(n):
-        order[at[first[i]]] = i
-        at[first[i]] += 1
+        order[fill[first[i]]] = i
+        fill[first[i]] += 1
     return second, order, bounds
 
 
-@compiled("(int16[::1], int32[::1], int64[::1], int32[:, ::1], boolean[::1], boolean[::1], int64)")
+@compiled("(int16[::1], int32[::1], int32[::1], int32[:, ::1], boolean[::1], boolean[::1], int64)")
 def entering_tokens(second, order, bounds, trans, alive, completes, q):
     """The places of the tokens worth walking from a fresh lexeme in state q,
     ascending, given their next two bytes (``next_two_bytes``). A token is left
@@ -133,7 +133,7 @@ def entering_tokens(second, order, bounds, trans, alive, completes, q):
             if completes[s] or second[i] == 256 or alive[trans[s, second[i]]]:
                 kept[m] = i
                 m += 1
-    if m * 8 < n:  # few: sorting them costs less than a pass over all
+    if m * 16 < n:  # few: sorting them costs less than a pass over all
         return np.sort(kept[:m])
     keep = np.zeros(n, np.bool_)
     for j in range(m):

@@ -96,7 +96,7 @@ def test_entering_tokens_leaves_out_only_tokens_the_walk_would_drop():
     whose state after it is complete, or whose token ends, or whose byte after
     it leads to a live state: for every state but the sink live, for a
     context's narrower live states (state 3 dead: terminals it does not accept),
-    and for one live state, which few tokens enter."""
+    and, from state 3, for one live state, which few tokens enter."""
     rng = np.random.default_rng(4)
     trans, every = _automaton(6, rng)
     trans[trans == 6] = rng.integers(0, 6, size=int((trans == 6).sum()))
@@ -111,18 +111,19 @@ def test_entering_tokens_leaves_out_only_tokens_the_walk_would_drop():
     off = np.minimum(rng.integers(0, 2, size=n), lengths[tok] - 1).astype(np.int64)
     by_bytes = walks.next_two_bytes(flat, starts, lengths, tok, off)
     narrower = every & (np.arange(7) != 3)
-    few = np.arange(7) == trans[0, 0]  # alive only where byte 0 leads: few tokens get in (read by byte, then sorted)
-    for alive in (every, narrower, few):
-        kept = walks.entering_tokens(*by_bytes, trans, alive, completes, 0)
+    few = np.arange(7) == 0  # two bytes lead there from state 3: few tokens get in (read by byte, then sorted)
+    for q, alive in ((0, every), (0, narrower), (3, few)):
+        kept = walks.entering_tokens(*by_bytes, trans, alive, completes, q)
         expected = []
         for i, (t, o) in enumerate(zip(tok.tolist(), off.tolist())):
-            s = int(trans[0, flat[starts[t] + o]])
+            s = int(trans[q, flat[starts[t] + o]])
             if alive[s] and (completes[s] or o + 1 == lengths[t] or alive[trans[s, flat[starts[t] + o + 1]]]):
                 expected.append(i)
-        assert kept.tolist() == expected and 0 < len(kept) < (n // 8 if alive is few else n)
+        assert kept.tolist() == expected and 0 < len(kept) < (n // 16 if alive is few else n)
         dropped = np.setdiff1d(np.arange(n), kept)
-        ended, _, _, _, before = walks.token_walk(flat, starts, lengths, trans, alive, tok[dropped], off[dropped], 0)
+        ended, _, _, _, before = walks.token_walk(flat, starts, lengths, trans, alive, tok[dropped], off[dropped], q)
         assert len(ended) == 0 and not completes[before].any()
+    assert len(set(flat[starts[tok[kept]] + off[kept]].tolist())) > 1  # (the few come by more than one byte)
     assert len(walks.entering_tokens(*by_bytes, trans, narrower, completes, 0)) < \
         len(walks.entering_tokens(*by_bytes, trans, every, completes, 0))
 
