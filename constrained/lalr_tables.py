@@ -7,7 +7,8 @@ DeRemer and Pennello's lookaheads (reads, includes, lookback, with lark's readin
 of includes: every item of the nonterminal in the state, from its dot). The
 result is a table in lark's format (``IntParseTable``: states of
 {symbol name: (Shift, state) or (Reduce, rule)}, start and end states), equal to
-lark's up to the numbering of the states; a test compares the two.
+lark's up to the numbering of the states; a test compares the two. (``derived``,
+for the nullable rules here, also finds the productive ones for grammar.py.)
 """
 
 from types import SimpleNamespace
@@ -53,7 +54,7 @@ class _Coded:
         for r, name in enumerate(self.origin):
             self.by_origin[name].append(r)
         self.nullable = [False] * self.n_names
-        for symbol in _nullable(rules):
+        for symbol in derived(rules, lambda rule: None if any(s.is_term for s in rule.expansion) else rule.expansion):
             self.nullable[code[symbol.name]] = True
         self.first, self.rule_of, self.after = [], [], []  # after: the symbol after the dot, -1 at the end
         for r, symbols in enumerate(self.body):
@@ -184,26 +185,32 @@ def _table(g: _Coded, moves: list, lookaheads: list):
     return SimpleNamespace(states=table, start_states={start: 0}, end_states={start: moves[0][g.start]})
 
 
-def _nullable(rules: list) -> set:
-    """The rule symbols that derive the empty string: a rule's origin is, once every
-    symbol of its expansion is (counted down, symbol by symbol)."""
-    remaining, users = [], {}
+def derived(rules: list, needs) -> set:
+    """The rule symbols found as follows: a rule's origin is, once every symbol
+    ``needs(rule)`` lists is (None: never by that rule; none: from the start).
+    Each rule counts down its needs as they are found, so the time is linear
+    in the size of the rules. With needs the expansion where it has no
+    terminal: the symbols that derive the empty string; with needs the rule
+    symbols of the expansion: those that derive some string (grammar.py)."""
+    waiting, users, found = [], {}, []
     for k, rule in enumerate(rules):
-        remaining.append(len(rule.expansion) if all(not s.is_term for s in rule.expansion) else -1)
-        for s in rule.expansion:
-            users.setdefault(s, []).append(k)
-    nullable: set = set()
-    found = [rule.origin for rule, left in zip(rules, remaining) if left == 0]
+        symbols = needs(rule)
+        waiting.append(-1 if symbols is None else len(symbols))
+        for symbol in symbols or ():
+            users.setdefault(symbol, []).append(k)
+        if symbols is not None and not symbols:
+            found.append(rule.origin)
+    done: set = set()
     while found:
         symbol = found.pop()
-        if symbol in nullable:
+        if symbol in done:
             continue
-        nullable.add(symbol)
+        done.add(symbol)
         for k in users.get(symbol, ()):
-            remaining[k] -= 1
-            if remaining[k] == 0:
+            waiting[k] -= 1
+            if waiting[k] == 0:
                 found.append(rules[k].origin)
-    return nullable
+    return done
 
 
 def _digraph(relation: list, base: list) -> list:
