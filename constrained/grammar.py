@@ -350,7 +350,8 @@ def _terminal_dfa(name: str, pattern) -> DFA:
 
 
 def _check_productive(rules: list, start: str) -> None:
-    """An empty language (a rule that can never finish) is refused."""
+    """A grammar whose start rule derives no finite string (an empty language)
+    is refused; the rules that derive some string come from lalr_tables.derived."""
     productive = {symbol.name for symbol in derived(rules, lambda rule: [s for s in rule.expansion if not s.is_term])}
     if start not in productive:
         raise ConstrainedError(
@@ -405,13 +406,15 @@ class _Language:
         valid: ignored ones and shifts, which never fail; those the parser
         reduces before it shifts them, which the stack below decides; the
         context where there are none of those, which the state alone decides:
-        three contexts asked for in four on MaskBench, that need no stack memo)."""
+        three contexts asked for in four on MaskBench, that need no stack memo;
+        None where some are reduced). Acceptable terminals without an action
+        (shadows, see grammar_from_rules) are never valid."""
         ignored, actions = self.lexer.ignored, self.parser.actions[state]
         acceptable = self.acceptable[state]
         sure = frozenset(k for k in acceptable if ignored[k] or k in actions and actions[k][0])
         reduced = [k for k in acceptable if k in actions and k not in sure]
-        found = self._by_action[state] = (sure, reduced, None if reduced else self.lexer.context(acceptable, sure))
-        return found
+        entry = self._by_action[state] = (sure, reduced, None if reduced else self.lexer.context(acceptable, sure))
+        return entry
 
     def after(self, stack: tuple, term: int):
         """(fresh lexer state, stack) once the lexeme is emitted as ``term`` (stack

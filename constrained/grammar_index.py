@@ -117,7 +117,7 @@ class _Group:
 
     def __init__(self, id, tok, off):
         self.id, self.tok, self.off = id, tok, off
-        self.next_bytes = None  # the tokens by their next two bytes, once a lexeme asks (GrammarIndex._entering)
+        self.next_bytes = None  # walks.next_two_bytes' answer, once a lexeme asks (GrammarIndex._entering)
         self.first_byte = None  # each token's first byte, once a combination of terminals asks (GrammarIndex._combine)
 
 
@@ -177,7 +177,7 @@ class GrammarIndex:
         self._canon_ids: dict = {}
         self._masks = SuffixMemo(_MASK_CACHE)
         self._follows = SuffixMemo(_FOLLOW_CACHE)
-        self._distinct: dict = {}  # xor of a mask's words -> the distinct masks with it (see _shared)
+        self._distinct: dict = {}
         self.bias_cache: OrderedDict = OrderedDict()
         self._eos_only = self._pack_ids(self.eos)
         _build_vocabulary_tables(vocab)
@@ -266,19 +266,12 @@ class GrammarIndex:
         return hit
 
     def _shared(self, packed: np.ndarray) -> np.ndarray:
-        """The one stored copy of a mask equal to ``packed`` (most stacks share a
-        few masks), found among those with the same xor of their words: a third
-        of the cost of hashing the bytes, though masks that differ by tokens 32
-        apart share it."""
+        """The one stored copy of a mask equal to ``packed`` (most stacks share a few masks)."""
         if len(self._distinct) >= _MASK_CACHE:
             self._distinct.clear()
         data = packed.tobytes()
-        alike = self._distinct.setdefault(int(np.bitwise_xor.reduce(packed)), [])
-        for same in alike:
-            if same.tobytes() == data:
-                return same
-        alike.append(packed)
-        return packed
+        same = self._distinct.setdefault(hash(data), packed)
+        return same if same is packed or same.tobytes() == data else packed
 
     def _mask(self, q: int, stack: tuple, ctx, seen: int) -> np.ndarray:
         language = self.language

@@ -7,8 +7,9 @@ DeRemer and Pennello's lookaheads (reads, includes, lookback, with lark's readin
 of includes: every item of the nonterminal in the state, from its dot). The
 result is a table in lark's format (``IntParseTable``: states of
 {symbol name: (Shift, state) or (Reduce, rule)}, start and end states), equal to
-lark's up to the numbering of the states; a test compares the two. (``derived``,
-for the nullable rules here, also finds the productive ones for grammar.py.)
+lark's up to the numbering of the states; a test compares the two. (``derived``
+finds the rules that derive the empty string here, and for grammar.py those
+that derive some string.)
 """
 
 from types import SimpleNamespace
@@ -54,7 +55,8 @@ class _Coded:
         for r, name in enumerate(self.origin):
             self.by_origin[name].append(r)
         self.nullable = [False] * self.n_names
-        for symbol in derived(rules, lambda rule: None if any(s.is_term for s in rule.expansion) else rule.expansion):
+        without_terminals = [rule for rule in rules if not any(s.is_term for s in rule.expansion)]
+        for symbol in derived(without_terminals, lambda rule: rule.expansion):
             self.nullable[code[symbol.name]] = True
         self.first, self.rule_of, self.after = [], [], []  # after: the symbol after the dot, -1 at the end
         for r, symbols in enumerate(self.body):
@@ -186,19 +188,19 @@ def _table(g: _Coded, moves: list, lookaheads: list):
 
 
 def derived(rules: list, needs) -> set:
-    """The rule symbols found as follows: a rule's origin is, once every symbol
-    ``needs(rule)`` lists is (None: never by that rule; none: from the start).
-    Each rule counts down its needs as they are found, so the time is linear
-    in the size of the rules. With needs the expansion where it has no
-    terminal: the symbols that derive the empty string; with needs the rule
-    symbols of the expansion: those that derive some string (grammar.py)."""
+    """The least set of rule symbols that holds the origin of every rule whose
+    ``needs(rule)`` it holds (all of them: a rule that needs none at once).
+    Each rule counts down its needs, once per use, as they are found: time
+    linear in their total length. Needs the expansion, of the rules without a
+    terminal: the symbols that derive the empty string; needs the rule symbols
+    of the expansion: those that derive some string (grammar._check_productive)."""
     waiting, users, found = [], {}, []
     for k, rule in enumerate(rules):
         symbols = needs(rule)
-        waiting.append(-1 if symbols is None else len(symbols))
-        for symbol in symbols or ():
+        waiting.append(len(symbols))
+        for symbol in symbols:
             users.setdefault(symbol, []).append(k)
-        if symbols is not None and not symbols:
+        if not symbols:
             found.append(rule.origin)
     done: set = set()
     while found:

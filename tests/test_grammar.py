@@ -648,6 +648,36 @@ def test_shadowing_terminals_win_ties_and_leave_no_dead_end(tokenizers):
                                {**terminals, "OTHER": literal(b'"AB"'), **changed}, {}, shadows={"ANY": [shadow]})
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.lists(st.integers(-1, 4), max_size=3)), max_size=8))
+def test_derived_rules_are_those_rereading_finds(shapes):
+    """lalr_tables.derived (each rule counting down its needs) finds what
+    reading every rule again until nothing changes finds: the rules that
+    derive the empty string, and those that derive some string. (A shape is
+    (origin, expansion), -1 a terminal.)"""
+    from lark.grammar import NonTerminal, Rule, Terminal
+
+    from constrained.lalr_tables import derived
+
+    rules = [Rule(NonTerminal(f"r{origin}"), [Terminal("T") if s < 0 else NonTerminal(f"r{s}") for s in body])
+             for origin, body in shapes]
+
+    def reread(met):
+        found, changed = set(), True
+        while changed:
+            changed = False
+            for rule in rules:
+                if rule.origin not in found and all(met(s, found) for s in rule.expansion):
+                    found.add(rule.origin)
+                    changed = True
+        return found
+
+    without_terminals = [rule for rule in rules if not any(s.is_term for s in rule.expansion)]
+    assert derived(without_terminals, lambda rule: rule.expansion) == reread(lambda s, found: s in found)
+    assert derived(rules, lambda rule: [s for s in rule.expansion if not s.is_term]) == \
+        reread(lambda s, found: s.is_term or s in found)
+
+
 def test_lalr_tables_of_generated_grammars_are_larks(monkeypatch):
     """Generated grammars get their parse tables from lalr_tables.py rather than
     lark's analysis; they must be exactly lark's (up to state numbers), on schemas
@@ -1312,8 +1342,8 @@ def test_stored_tables_are_trimmed_least_recently_used_first(tmp_path):
 
 
 def test_masks_of_a_vocabulary_with_an_odd_number_of_words():
-    """Masks are 32-bit words, as many as the vocabulary needs: 9 here, which
-    no 64-bit view of them fits (equal masks are found by their words)."""
+    """Masks are 32-bit words, as many as the vocabulary needs: 9 here (each
+    test vocabulary needs an even number)."""
     vocab = constrained.Vocabulary([bytes([b]) for b in range(256)] + [b'{"', b'":', b'"}'], frozenset())
     matcher = constrained.grammar(GRAMMARS / "json.lark").matcher(vocab)
     for token in [256, ord("a"), 257, ord(" "), ord("1"), ord(","), ord(" "), ord('"'), ord("b"), 257, ord("["),
@@ -1324,10 +1354,9 @@ def test_masks_of_a_vocabulary_with_an_odd_number_of_words():
     assert matcher.is_accepting() and not matcher.allowed()[ord(",")]
 
 
-def test_equal_masks_are_stored_once_though_their_words_fold_alike():
-    """A mask computed again is served as the copy stored first, found among
-    the masks with the same xor of their words: {5} and {37} (bits 5 of words
-    0 and 1) share it and stay apart."""
+def test_equal_masks_are_stored_once():
+    """A mask computed again is served as the copy stored first, and masks
+    that differ stay apart ({5} and {37}: bit 5 of words 0 and 1)."""
     vocab = constrained.Vocabulary([bytes([b]) for b in range(256)], frozenset())
     index = constrained.grammar(GRAMMARS / "json.lark").index(vocab)
     five, thirty_seven = index._pack_ids([5]), index._pack_ids([37])
