@@ -1099,21 +1099,28 @@ def _sets_done(parts: list, cap: int) -> int:
     names = [name for _, keys in parts for name in keys]
     if len(names) == len(set(names)):
         return math.prod(len(keys) + 1 for _, keys in parts)
-    bit = {name: 1 << k for k, name in enumerate(dict.fromkeys(names))}
-    passes = dict.fromkeys(bit, 0)  # per key, the keys done with it (bits)
-    for _, keys in parts:
-        before = 0
-        for name in keys:
-            before |= bit[name]
-            passes[name] |= before
+    number = {name: k for k, name in enumerate(dict.fromkeys(names))}
+    passes = [earlier | 1 << k for k, earlier in enumerate(_listed_before([keys for _, keys in parts], number))]
     seen, todo = {0}, [0]
     while todo and len(seen) <= cap:
         done = todo.pop()
-        for name, with_it in passes.items():
-            if not done & bit[name] and (after := done | with_it) not in seen:
+        for k, with_it in enumerate(passes):
+            if not done >> k & 1 and (after := done | with_it) not in seen:
                 seen.add(after)
                 todo.append(after)
     return len(seen)
+
+
+def _listed_before(chains: list, number: dict) -> list:
+    """Per key (numbered by ``number``), the keys (bits) that the chains
+    holding it list before it: the keys that come done with it."""
+    before = [0] * len(number)
+    for chain in chains:
+        listed = 0
+        for name in chain:
+            before[number[name]] |= listed
+            listed |= 1 << number[name]
+    return before
 
 
 def _merged_order(orders: list) -> list:
@@ -1234,11 +1241,10 @@ class _ObjectProduct(_Product):
         number = {name: k for k, name in enumerate(keys)}
         self.chains = [[number[name] for name in chain] for chain in chains]
         self.owner = {}  # per key: the first chain holding it
-        self.before = [0] * len(keys)  # per key: the keys a chain holding it lists before it (bits)
         for c, chain in enumerate(self.chains):
-            for i, k in enumerate(chain):
+            for k in chain:
                 self.owner.setdefault(k, c)
-                self.before[k] |= sum(1 << earlier for earlier in chain[:i])
+        self.before = _listed_before(chains, number)
         self.key_languages = [scalar_literal(k) for k in keys]
         self.requires = [sum(1 << k for k, atom in enumerate(self.sets) if name in atom.required) for name in keys]
         self.required_keys = [sum(1 << j for j, name in enumerate(keys) if name in atom.required) for atom in self.sets]
