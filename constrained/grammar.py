@@ -440,7 +440,9 @@ class _Language:
         return self.end_ok(self.after(stack, term)[1])
 
     def step(self, q: int, stack: tuple, data: bytes):
-        """(lexer state, stack) after ``data``, or None where it is not allowed."""
+        """(lexer state, stack) after ``data``, or None where it is not allowed.
+        A lexeme that no byte can extend is emitted at once: the state is then
+        the next lexeme's start."""
         ctx = self.context(stack)
         trans = self.lexer.trans
         for b in data:
@@ -459,6 +461,9 @@ class _Language:
             q = nq
         if not ctx.alive_valid[q]:
             return None
+        term = int(ctx.choice[q])
+        if term >= 0 and self.lexer.closed(q):  # (from q, the next mask would be that start's again, computed
+            return self.after(stack, term)      # and kept apart)
         return int(q), stack
 
     def forced(self, q: int, stack: tuple) -> bytes:

@@ -270,6 +270,7 @@ class Lexer:
             self._product(dfas, layout, list(start_sets), None)
             self._shared = None
         self._contexts: dict = {}
+        self._closed: dict = {}  # per state asked: see closed
 
     def start(self, terms: frozenset) -> tuple:
         """(fresh lexeme, fresh lexeme after an ignored one) where a lexeme may be one of ``terms``."""
@@ -348,6 +349,14 @@ class Lexer:
         self._completing_sole = completing[self._sole[completing] >= 0]
         self._completing_several = completing[self._sole[completing] < 0]
         self._complete_in_order = _words(self.accepting[self._completing_several][:, self.choice_order])
+
+    def closed(self, q: int) -> bool:
+        """Whether no byte leads on from state q (after a comma, a closing quote):
+        a lexeme there is over, whatever the context."""
+        hit = self._closed.get(q)
+        if hit is None:
+            hit = self._closed[q] = bool((self.trans[q] == self.n_states).all())
+        return hit
 
     def context(self, acceptable: frozenset, valid: frozenset) -> LexContext:
         """The interned context for these terminal sets (both include the ignored

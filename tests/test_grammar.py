@@ -590,6 +590,31 @@ def test_follows_remembered_at_one_depth_serve_another(tokenizers):
                     m.advance(i)
 
 
+def test_a_lexeme_no_byte_extends_is_emitted_at_once(tokenizers):
+    """After a comma, a closing quote or a keyword's last letter, no byte can
+    extend the lexeme: the state is the next lexeme's start, whose mask is the
+    one the state inside the finished lexeme would have. A number or a keyword
+    cut short stays inside its lexeme."""
+    tok = tokenizers("llama3")
+    g = constrained.grammar(GRAMMARS / "json.lark")
+    index = g.index(tok)
+    language = index.language
+    start = language.start()
+    for done, extends in [('{"a": 1', ","), ('{"a": [2', "]"), ('[tru', "e"), ('{"b', '"')]:
+        before = language.step(*start, done.encode())
+        assert before is not None and before[0] not in language.lexer.starts  # a number, a keyword: may grow
+        inside = language.step(*before, extends.encode())
+        assert inside[0] in language.lexer.starts
+        q, stack = before  # by hand: the byte ends the lexeme before it, and enters one it closes
+        if not language.context(stack).alive_lark[language.lexer.trans[q, ord(extends)]]:
+            q, stack = language.after(stack, int(language.context(stack).choice[q]))
+        closed = int(language.lexer.trans[q, ord(extends)])
+        assert language.lexer.closed(closed) and not language.lexer.closed(before[0])
+        assert (index.mask(closed, stack) == index.mask(*inside)).all(), done + extends
+    m = g.matcher(tok)
+    assert feed_text(m, tok, '{"a": 1,') and m._states[-1][0] in language.lexer.starts
+
+
 def test_strict_refuses_shift_reduce_conflicts():
     text = 'start: x | x "a" | y\nx: "b"\ny: "b" "a"'
     assert constrained.grammar(text).matches("ba")  # lark resolves the conflict as a shift
