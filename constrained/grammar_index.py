@@ -52,7 +52,7 @@ from .models import cache_dir
 from .recent import Recent
 from .vocab import Vocabulary, padded_bytes
 from .walks import (by_terminal, entering_tokens, exits_like, narrow_walk, next_two_bytes, numbered_below, pack_ids,
-                    token_walk, trace_read, trace_tokens, trie_exits, trie_row, unpack_ids)
+                    split_bytes, token_walk, trace_read, trace_tokens, trie_exits, trie_row, unpack_ids)
 
 _MASK_CACHE = 50_000  # masks kept per grammar and vocabulary, keyed by stack suffix (equal masks share one array)
 _FOLLOW_CACHE = 50_000  # groups followed through the lexemes after them, keyed likewise
@@ -429,22 +429,16 @@ class GrammarIndex:
         if hit is None:
             lexer = self.lexer
             live = [k for k in lexer.alive_terminals[q] if ctx.acceptable[k]]
-            after = lexer.trans[q]
-            reached = after < lexer.n_states
-            alive_bytes = np.zeros((len(live), 256), dtype=bool)  # per live terminal, the bytes that keep it alive
-            alive_bytes[:, reached] = lexer.alive[after[reached]][:, live].T
-            entered = alive_bytes.sum(axis=0)
+            entered, alone, any_alone, shares = split_bytes(lexer.trans[q], lexer.alive, np.array(live, dtype=np.int64))
             shared = entered > 1
-            alone = alive_bytes & (entered == 1)
             n_shared = int(self.first_byte_counts[shared].sum())
             walked = None
             if n_shared <= _FEW_SHARED:
                 walked = self._walk(self._ids(self.starting_with(shared)), None, q, ctx.alive_lark)
             if len(self._splits) >= _WALK_CACHE:
                 self._splits.clear()
-            own = [row if any_alone else None for row, any_alone in zip(alone, alone.any(axis=1).tolist())]
-            hit = self._splits[key] = _Split(live, entered, n_shared, own,
-                                             (alive_bytes & shared).any(axis=1).tolist(), walked)
+            own = [row if some else None for row, some in zip(alone, any_alone.tolist())]
+            hit = self._splits[key] = _Split(live, entered, n_shared, own, shares.tolist(), walked)
         return hit
 
     def _not_outranked(self, inside: np.ndarray, outranking: list, q: int, ctx) -> np.ndarray:

@@ -2,7 +2,8 @@
 of tokens sifted by their next two bytes (``next_two_bytes``,
 ``entering_tokens``), walked through a lexeme (``token_walk``), or traced once
 for every context (``trace_tokens``) and read off by each (``trace_read``), and
-those that leave it sorted by the terminal emitted (``by_terminal``); the trie
+those that leave it sorted by the terminal emitted (``by_terminal``); a lexer
+state's first bytes split among its terminals (``split_bytes``); the trie
 walked below the nodes a state keeps alive (``narrow_walk``), or whole, for
 where every token leaves a state (``trie_exits``), a large terminal's state
 after every token (``trie_row``) or a small automaton's states after every
@@ -139,6 +140,33 @@ def entering_tokens(second, order, bounds, trans, alive, completes, q):
     for j in range(m):
         keep[kept[j]] = True
     return np.flatnonzero(keep)
+
+
+@compiled("(int32[::1], boolean[:, ::1], int64[::1])")
+def split_bytes(after, alive, live):
+    """How the first bytes of tokens split among the terminals ``live`` from a
+    lexer state whose next states are ``after`` (``alive``: per state, per
+    terminal, without the dead sink's row): (per byte, how many of them it
+    enters; per terminal, the bytes that enter it and no other, whether there
+    are any, and whether some byte enters it and another)."""
+    n, m = alive.shape[0], len(live)
+    entered = np.zeros(256, np.int64)
+    for b in range(256):
+        if after[b] < n:
+            for i in range(m):
+                entered[b] += alive[after[b], live[i]]
+    alone = np.zeros((m, 256), np.bool_)
+    any_alone = np.zeros(m, np.bool_)
+    shares = np.zeros(m, np.bool_)
+    for b in range(256):
+        if after[b] < n:
+            for i in range(m):
+                if alive[after[b], live[i]]:
+                    if entered[b] == 1:
+                        alone[i, b] = any_alone[i] = True
+                    else:
+                        shares[i] = True
+    return entered, alone, any_alone, shares
 
 
 @compiled("(int64[::1], int64[::1], int64[::1])")

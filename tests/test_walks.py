@@ -141,6 +141,25 @@ def test_by_terminal_sorts_tokens_by_terminal_keeping_their_order():
     assert [len(a) for a in walks.by_terminal(tok[:0], off[:0], term[:0])] == [0, 1, 0, 0]
 
 
+def test_split_bytes_counts_the_terminals_each_first_byte_enters():
+    rng = np.random.default_rng(11)
+    for _ in range(50):
+        n, n_terms = int(rng.integers(1, 40)), int(rng.integers(1, 12))
+        alive = rng.random((n, n_terms)) < 0.3
+        after = rng.integers(0, n + 1, size=256).astype(np.int32)  # n: the dead sink
+        live = np.sort(rng.choice(n_terms, size=int(rng.integers(1, n_terms + 1)), replace=False)).astype(np.int64)
+        entered, alone, any_alone, shares = walks.split_bytes(after, alive, live)
+        for i, k in enumerate(live.tolist()):
+            enters = [int(after[b]) < n and bool(alive[after[b], k]) for b in range(256)]
+            others = [sum(int(after[b]) < n and bool(alive[after[b], j]) for j in live.tolist() if j != k)
+                      for b in range(256)]
+            assert alone[i].tolist() == [e and o == 0 for e, o in zip(enters, others)]
+            assert any_alone[i] == alone[i].any()
+            assert shares[i] == any(e and o > 0 for e, o in zip(enters, others))
+        assert entered.tolist() == [sum(int(after[b]) < n and bool(alive[after[b], k]) for k in live.tolist())
+                                    for b in range(256)]
+
+
 def test_numbered_below_names_states_by_the_automaton_below():
     """Two automata that differ above a state but not below it (where the
     same states have other numbers) number the states below it alike; a state
