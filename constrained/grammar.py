@@ -462,8 +462,9 @@ class _Language:
         if not ctx.alive_valid[q]:
             return None
         term = int(ctx.choice[q])
-        if term >= 0 and self.lexer.closed(q):  # (from q, the next mask would be that start's again, computed
-            return self.after(stack, term)      # and kept apart)
+        # (from q, the next mask would be the start's mask again, computed and kept apart)
+        if term >= 0 and self.lexer.closed(q):
+            return self.after(stack, term)
         return int(q), stack
 
     def forced(self, q: int, stack: tuple) -> bytes:

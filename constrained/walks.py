@@ -148,7 +148,7 @@ def split_bytes(after, alive, live):
     lexer state whose next states are ``after`` (``alive``: per state, per
     terminal, without the dead sink's row): (per byte, how many of them it
     enters; per terminal, the bytes that enter it and no other, whether there
-    are any, and whether some byte enters it and another)."""
+    are any, and whether some byte enters it and another terminal too)."""
     n, m = alive.shape[0], len(live)
     entered = np.zeros(256, np.int64)
     for b in range(256):

@@ -593,8 +593,9 @@ def test_follows_remembered_at_one_depth_serve_another(tokenizers):
 def test_a_lexeme_no_byte_extends_is_emitted_at_once(tokenizers):
     """After a comma, a closing quote or a keyword's last letter, no byte can
     extend the lexeme: the state is the next lexeme's start, whose mask is the
-    one the state inside the finished lexeme would have. A number or a keyword
-    cut short stays inside its lexeme."""
+    one the state inside the finished lexeme would have. A number, a keyword or
+    a string cut short stays inside its lexeme; whitespace at its limit goes to
+    the start where no more may come; the bytes forced are the next lexeme's."""
     tok = tokenizers("llama3")
     g = constrained.grammar(GRAMMARS / "json.lark")
     index = g.index(tok)
@@ -602,7 +603,7 @@ def test_a_lexeme_no_byte_extends_is_emitted_at_once(tokenizers):
     start = language.start()
     for done, extends in [('{"a": 1', ","), ('{"a": [2', "]"), ('[tru', "e"), ('{"b', '"')]:
         before = language.step(*start, done.encode())
-        assert before is not None and before[0] not in language.lexer.starts  # a number, a keyword: may grow
+        assert before is not None and before[0] not in language.lexer.starts  # may grow
         inside = language.step(*before, extends.encode())
         assert inside[0] in language.lexer.starts
         q, stack = before  # by hand: the byte ends the lexeme before it, and enters one it closes
@@ -613,6 +614,12 @@ def test_a_lexeme_no_byte_extends_is_emitted_at_once(tokenizers):
         assert (index.mask(closed, stack) == index.mask(*inside)).all(), done + extends
     m = g.matcher(tok)
     assert feed_text(m, tok, '{"a": 1,') and m._states[-1][0] in language.lexer.starts
+    spaced = constrained.grammar(GRAMMARS / "json.lark", max_ignored=3).index(tok).language
+    q, stack = spaced.step(*spaced.start(), b"[   ")
+    assert q in spaced.lexer.starts and spaced.step(q, stack, b" ") is None and spaced.step(q, stack, b"]") is not None
+    m = constrained.grammar('start: "a" "b" "c"').matcher(tok)
+    m.advance(encode_exact(tok, "a")[0])
+    assert m.forced() == b"b"
 
 
 def test_strict_refuses_shift_reduce_conflicts():
