@@ -8,8 +8,9 @@ states for a small DFA; one row per state reached for a large one, from a pass
 over the whole trie (once per vocabulary for the states with the same small
 automaton below them, in any terminal) or, where most first bytes lead where
 they lead from another state, from that state's exits and a walk of the other
-tokens; for a literal or an enum, from the trie walked below its live nodes
-only; the loops that read bytes are compiled, walks.py). These are
+tokens; for a literal or an enum, or a state whose bytes start few tokens,
+from the trie walked below its live nodes only; the loops that read bytes are
+compiled, walks.py). These are
 shared by every grammar using the terminal. A lexer state where several
 terminals are alive combines their exits (``_combine``), so no step walks the
 whole vocabulary. Tokens whose first byte enters several of them are walked
@@ -74,6 +75,9 @@ _EXITS_KEPT = 4096  # per terminal, states whose exits are kept (the most recent
 _BELOW_STATES = 64  # states below a state whose exits are shared by the automaton below it (_TerminalTokens._below)
 _BELOW_KEPT = 256  # such exits kept per vocabulary (the most recently used)
 _DONORS_TRIED = 8  # per terminal, the most recent states tried as donors (see _TerminalTokens._donor)
+# A state of any terminal where at most this many tokens start with a byte it lets in (a date's "-") walks
+# them below the trie's live nodes, as a narrow terminal does, rather than passing over the whole trie.
+_FEW_ALIVE = 4_000
 # Token sets larger than this are read in one pass over the trie (~1 ms on Llama 3), not one by one (~25 ns a token).
 _TRIE_WALKED = 40_000
 # Lexer states where at most this many tokens start with a byte that enters several terminals walk them one by one.
@@ -861,7 +865,8 @@ class _TerminalTokens:
     a name may not be, as in the string's body), only the tokens whose first
     byte tells the two apart (``_donor``). A narrow one (no state lets in more
     than _NARROW_BYTES bytes: literals, enums) walks only the few tokens alive
-    from each state it meets (``_narrow_walk``)."""
+    from each state it meets (``_narrow_walk``), and so does any one from a
+    state whose bytes start few tokens (_FEW_ALIVE)."""
 
     def __init__(self, dfa: DFA, vocab: Vocabulary, key: str):
         self.dfa, self.vocab = dfa, vocab
@@ -912,7 +917,7 @@ class _TerminalTokens:
             return hit
         alive_bytes = self.trans[s] < self.dfa.n_states
         few = None
-        if self._narrow and self.table is None:
+        if self.table is None and (self._narrow or index.first_byte_counts[alive_bytes].sum() <= _FEW_ALIVE):
             few, left = self._exits_narrow(s, index)
             stays = index._pack_ids(few)
         elif (donor := self._donor(s, index)) is not None:

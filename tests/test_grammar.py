@@ -1167,6 +1167,38 @@ def test_exits_read_off_a_donor_state_agree_with_a_whole_row(tokenizers, monkeyp
         assert len(left.tok) == len(w_left.tok) > 100
 
 
+def test_states_letting_in_few_tokens_walk_below_the_live_nodes(tokenizers, monkeypatch):
+    """A terminal whose states let in many bytes (a name of letters and digits)
+    passes over the whole trie from most of them; from a state whose bytes
+    start few tokens (past the "-", digits only) it walks the trie below the
+    live nodes instead, as a literal does. Both give the same exits."""
+    import constrained.grammar_index as gi
+    from constrained.dfa import from_regex
+
+    monkeypatch.setattr(gi, "_BELOW", weakref.WeakKeyDictionary())  # nothing shared from other tests
+    index = constrained.json_schema({"type": "object"}).index(tokenizers("llama3"))
+    dfa = from_regex(r'"[a-zA-Z0-9_]+-[0-9]{1,4}(-[a-z]{1,30})?"')  # (too many states for a whole table)
+    states = [int(dfa.transitions[0, ord('"')])]
+    for b in b"ab-1":
+        states.append(int(dfa.transitions[states[-1], b]))
+    terminal = gi._TerminalTokens(dfa, index.vocab, "test")
+    assert not terminal._narrow and terminal.table is None
+    narrow, exits_narrow = [], gi._TerminalTokens._exits_narrow
+    monkeypatch.setattr(gi._TerminalTokens, "_exits_narrow",
+                        lambda self, s, index: narrow.append(s) or exits_narrow(self, s, index))
+    exits = {s: terminal.exits(s, index) for s in states}
+    assert narrow == states[3:]  # inside the name, a pass over the trie; past the "-", digits start few tokens
+    monkeypatch.setattr(gi, "_FEW_ALIVE", 0)
+    whole = gi._TerminalTokens(dfa, index.vocab, "test")
+    for s in states[3:]:
+        (stays, first_out, left, few), (w_stays, w_first_out, w_left, w_few) = exits[s], whole.exits(s, index)
+        assert few is not None and w_few is None
+        assert np.array_equal(stays, w_stays) and np.array_equal(first_out, w_first_out), s
+        assert sorted(zip(left.tok.tolist(), left.off.tolist())) == sorted(zip(w_left.tok.tolist(), w_left.off.tolist()))
+    assert int(np.bitwise_count(exits[states[3]][0]).sum()) > 100  # digits and runs of them stay inside
+    assert len(exits[states[4]][2].tok) > 10  # '"', '",' ... complete it and go on
+
+
 def test_states_with_the_same_automaton_below_share_exits(tokenizers, monkeypatch):
     """Names other than two different sets of keys: past a first byte that
     starts no key, both are in a string's body, with the same automaton below
