@@ -75,8 +75,9 @@ _EXITS_KEPT = 4096  # per terminal, states whose exits are kept (the most recent
 _BELOW_STATES = 64  # states below a state whose exits are shared by the automaton below it (_TerminalTokens._below)
 _BELOW_KEPT = 256  # such exits kept per vocabulary (the most recently used)
 _DONORS_TRIED = 8  # per terminal, the most recent states tried as donors (see _TerminalTokens._donor)
-# A state of any terminal where at most this many tokens start with a byte it lets in (a date's "-") walks
-# them below the trie's live nodes, as a narrow terminal does, rather than passing over the whole trie.
+# A state of a terminal without a whole table where at most this many tokens start with a byte it lets in
+# (a pattern's "-" before digits) walks them below the trie's live nodes, as a narrow terminal does, rather
+# than passing over the whole trie.
 _FEW_ALIVE = 4_000
 # Token sets larger than this are read in one pass over the trie (~1 ms on Llama 3), not one by one (~25 ns a token).
 _TRIE_WALKED = 40_000
@@ -865,8 +866,8 @@ class _TerminalTokens:
     a name may not be, as in the string's body), only the tokens whose first
     byte tells the two apart (``_donor``). A narrow one (no state lets in more
     than _NARROW_BYTES bytes: literals, enums) walks only the few tokens alive
-    from each state it meets (``_narrow_walk``), and so does any one from a
-    state whose bytes start few tokens (_FEW_ALIVE)."""
+    from each state it meets (``_narrow_walk``), and so does any one without a
+    whole table from a state whose bytes start few tokens (_FEW_ALIVE)."""
 
     def __init__(self, dfa: DFA, vocab: Vocabulary, key: str):
         self.dfa, self.vocab = dfa, vocab
@@ -910,7 +911,8 @@ class _TerminalTokens:
         alive, packed tokens whose first byte kills it, the ``_Group`` of the
         tokens that complete it and leave it later, with the offset of the byte
         that starts the next lexeme, and the tokens that keep it alive as ids
-        where they are few, a literal's or an enum's; else None)."""
+        where they were walked below the trie's live nodes, being few (a
+        literal's, an enum's, a state's that lets in rare bytes); else None)."""
         hit = self._exits.get(s)
         if hit is not None:
             self._exits.move_to_end(s)
