@@ -56,7 +56,9 @@ their ``$ref``, which stands for its target alone):
   every schema that applies to an object) keep each schema's ``properties``
   order; where schemas combine (allOf, anyOf, oneOf, if/then/else, $ref ...)
   their keys may interleave, within a budget of states
-  (json_schema_rules._key_chains), and a key only some alternatives declare
+  (json_schema_rules._key_chains; past it, merged in the order the text
+  meets them: a schema's combined schemas before its own keys where their
+  keyword comes before its ``properties``), and a key only some alternatives declare
   may come late (_ObjectProduct.late_failures); with ``property_order="any"``,
   those orders are cut into pieces that interleave as far as that budget
   allows (json_schema_rules._cut): every key free where an object declares at
@@ -188,6 +190,9 @@ class Node:
     one_of: tuple = ()  # groups of node ids: exactly one holds in each
     not_: tuple = ()  # node ids that must not hold
     values: tuple = ()  # the scalar values its enum / const lists
+    # the nodes it combines ($ref, allOf, anyOf, oneOf) whose keyword comes before its "properties": the
+    # order a reader meets their property names in
+    leading: tuple = ()
     string_lengths: tuple | None = None  # (minLength, maxLength or None) where only lengths restrict its strings
     format: str | None = None  # the format its strings meet
 
@@ -696,14 +701,20 @@ class Schemas:
     # Combinators.
 
     def _combinators(self, schema: dict, pointer: str, node: Node) -> None:
-        targets = [self._target(schema, key, pointer, self._scope) for key in REFERENCES if key in schema]
-        all_of = [self.node_id(target, self._scope) for target in targets if target is not None]
+        keys = list(schema)
+        before_own = keys[:keys.index("properties")] if "properties" in schema else ()
+        all_of = []
+        for key in REFERENCES:
+            if key in schema and (target := self._target(schema, key, pointer, self._scope)) is not None:
+                all_of.append(self.node_id(target, self._scope))
+                node.leading += (all_of[-1],) if key in before_own else ()
         for key in ("allOf", "anyOf", "oneOf"):
             if key in schema:
                 group = schema[key]
                 if not isinstance(group, list) or not group:
                     raise ConstrainedError(f"malformed schema: {key!r} at {where(pointer)} must be a non-empty list")
                 ids = tuple(self.child(schema, key, pointer, k) for k in range(len(group)))
+                node.leading += ids if key in before_own else ()
                 if key == "allOf":
                     all_of += ids
                 elif key == "anyOf":

@@ -564,8 +564,9 @@ class _Builder:
 
     def closure(self, context, preorder: bool = False) -> list:
         """The nodes that apply to the same value as ``context``, each after the
-        nodes it combines (``preorder``: each before them, the order a reader
-        meets them in the schema)."""
+        nodes it combines (``preorder``: each before them, but after those whose
+        keyword comes before its "properties": the order a reader meets their
+        property names in the schema)."""
         before, after, state = [], [], {}
 
         def visit(i):
@@ -574,8 +575,11 @@ class _Builder:
             if state.get(i) == 1:
                 self._cycle(i)
             state[i] = 1
+            node = self.schemas.node(i)
+            for j in node.leading if preorder else ():
+                visit(j)
             before.append(i)
-            for j in self.schemas.node(i).combines:
+            for j in node.combines:
                 visit(j)
             state[i] = 2
             after.append(i)

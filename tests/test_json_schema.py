@@ -454,6 +454,23 @@ def test_interleaved_property_orders():
     assert accepts(merged, {f"{k}{i}": 0 for k in "pqrs" for i in range(3)})
 
 
+@pytest.mark.parametrize("combinator", ["$ref", "allOf", "anyOf"])
+def test_merged_orders_follow_the_schema_text(combinator):
+    """Where combined schemas' orders are merged into one (their interleavings
+    would give too many states), the keys of a schema it combines come before
+    its own where its combinator keyword comes before its "properties"."""
+    base = {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(40)}}
+    combined = {"$ref": "#/$defs/base"} if combinator == "$ref" else {combinator: [{"$ref": "#/$defs/base"}]}
+    own = {"properties": {"extra": {"type": "integer"}, "more": {"type": "integer"}}}
+    keys_first = {f"k{i}": i for i in range(40)} | {"extra": 40, "more": 41}
+    own_first = {"extra": 40, "more": 41} | {f"k{i}": i for i in range(40)}
+    for schema, allowed, refused in [({"$defs": {"base": base}} | combined | own, keys_first, own_first),
+                                     ({"$defs": {"base": base}} | own | combined, own_first, keys_first)]:
+        grammar = compiled(schema)
+        assert valid(schema, allowed) and accepts(grammar, allowed), list(schema)
+        assert valid(schema, refused) and not accepts(grammar, refused), list(schema)  # one order is kept
+
+
 def test_a_key_only_some_alternatives_declare_may_come_late():
     """Under anyOf, a key one alternative declares may follow keys that it
     lists after it, where another alternative leaves it undeclared: the
