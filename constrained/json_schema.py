@@ -56,9 +56,10 @@ their ``$ref``, which stands for its target alone):
   every schema that applies to an object) keep each schema's ``properties``
   order; where schemas combine (allOf, anyOf, oneOf, if/then/else, $ref ...)
   their keys may interleave, within a budget of states
-  (json_schema_rules._key_chains; past it, merged in the order the text
-  meets them: a schema's combined schemas before its own keys where their
-  keyword comes before its ``properties``), and a key only some alternatives declare
+  (json_schema_rules._key_chains; past it, or where the orders disagree,
+  merged into one that keeps the first schema's, reading the schemas a
+  schema combines by keywords written before its ``properties`` first, in
+  the order written, then its own keys, then the others), and a key only some alternatives declare
   may come late (_ObjectProduct.late_failures); with ``property_order="any"``,
   those orders are cut into pieces that interleave as far as that budget
   allows (json_schema_rules._cut): every key free where an object declares at
@@ -190,8 +191,8 @@ class Node:
     one_of: tuple = ()  # groups of node ids: exactly one holds in each
     not_: tuple = ()  # node ids that must not hold
     values: tuple = ()  # the scalar values its enum / const lists
-    # the nodes it combines ($ref, allOf, anyOf, oneOf) whose keyword comes before its "properties": the
-    # order a reader meets their property names in
+    # the nodes it combines by $ref, $dynamicRef, allOf, anyOf, oneOf or if/then/else written before its
+    # "properties", in the order written: a reader meets their property names before its own
     leading: tuple = ()
     string_lengths: tuple | None = None  # (minLength, maxLength or None) where only lengths restrict its strings
     format: str | None = None  # the format its strings meet
@@ -701,20 +702,20 @@ class Schemas:
     # Combinators.
 
     def _combinators(self, schema: dict, pointer: str, node: Node) -> None:
-        keys = list(schema)
-        before_own = keys[:keys.index("properties")] if "properties" in schema else ()
+        written = {key: k for k, key in enumerate(schema)}
+        leading = []  # (place written, nodes) of the combinators written before "properties"
         all_of = []
         for key in REFERENCES:
             if key in schema and (target := self._target(schema, key, pointer, self._scope)) is not None:
                 all_of.append(self.node_id(target, self._scope))
-                node.leading += (all_of[-1],) if key in before_own else ()
+                leading.append((written[key], (all_of[-1],)))
         for key in ("allOf", "anyOf", "oneOf"):
             if key in schema:
                 group = schema[key]
                 if not isinstance(group, list) or not group:
                     raise ConstrainedError(f"malformed schema: {key!r} at {where(pointer)} must be a non-empty list")
                 ids = tuple(self.child(schema, key, pointer, k) for k in range(len(group)))
-                node.leading += ids if key in before_own else ()
+                leading.append((written[key], ids))
                 if key == "allOf":
                     all_of += ids
                 elif key == "anyOf":
@@ -729,8 +730,11 @@ class Schemas:
             otherwise = self.child(schema, "else", pointer) if "else" in schema else TRUE
             node.any_of += ((self.conjunction([condition, then]),
                              self.conjunction([self.negation(condition, pointer + "/if"), otherwise])),)
+            leading.append((written["if"], node.any_of[-1]))
         self._dependencies(schema, pointer, node)
         node.all_of = tuple(all_of)
+        own = written.get("properties", -1)
+        node.leading = tuple(i for place, ids in sorted(leading) if place < own for i in ids)
 
     def _dependencies(self, schema: dict, pointer: str, node: Node) -> None:
         """dependentRequired / dependentSchemas (draft-04..07: dependencies): when

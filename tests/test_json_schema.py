@@ -454,13 +454,14 @@ def test_interleaved_property_orders():
     assert accepts(merged, {f"{k}{i}": 0 for k in "pqrs" for i in range(3)})
 
 
-@pytest.mark.parametrize("combinator", ["$ref", "allOf", "anyOf"])
+@pytest.mark.parametrize("combinator", ["$ref", "allOf", "anyOf", "oneOf", "if"])
 def test_merged_orders_follow_the_schema_text(combinator):
     """Where combined schemas' orders are merged into one (their interleavings
     would give too many states), the keys of a schema it combines come before
-    its own where its combinator keyword comes before its "properties"."""
+    its own where its combinator keyword is written before its "properties"."""
     base = {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(40)}}
-    combined = {"$ref": "#/$defs/base"} if combinator == "$ref" else {combinator: [{"$ref": "#/$defs/base"}]}
+    combined = {"$ref": "#/$defs/base"} if combinator == "$ref" else {"if": True, "then": {"$ref": "#/$defs/base"}} \
+        if combinator == "if" else {combinator: [{"$ref": "#/$defs/base"}]}
     own = {"properties": {"extra": {"type": "integer"}, "more": {"type": "integer"}}}
     keys_first = {f"k{i}": i for i in range(40)} | {"extra": 40, "more": 41}
     own_first = {"extra": 40, "more": 41} | {f"k{i}": i for i in range(40)}
@@ -469,6 +470,24 @@ def test_merged_orders_follow_the_schema_text(combinator):
         grammar = compiled(schema)
         assert valid(schema, allowed) and accepts(grammar, allowed), list(schema)
         assert valid(schema, refused) and not accepts(grammar, refused), list(schema)  # one order is kept
+
+
+def test_merged_orders_read_sibling_combinators_as_written():
+    """Two combinators before "properties" are read in the order written; so
+    are two schemas whose orders disagree (the first one's order is kept)."""
+    halves = {name: {"properties": {f"{name}{i}": {} for i in range(20)}} for name in "ab"}
+    a_keys, b_keys = ({f"{name}{i}": i for i in range(20)} for name in "ab")
+    for schema, allowed, refused in [
+            ({"$defs": halves, "anyOf": [{"$ref": "#/$defs/a"}], "$ref": "#/$defs/b", "properties": {"x": {}}},
+             a_keys | b_keys | {"x": 0}, b_keys | a_keys | {"x": 0}),
+            ({"$defs": halves, "$ref": "#/$defs/b", "anyOf": [{"$ref": "#/$defs/a"}], "properties": {"x": {}}},
+             b_keys | a_keys | {"x": 0}, a_keys | b_keys | {"x": 0}),
+            ({"allOf": [{"properties": {"a": {}, "b": {}}}], "properties": {"b": {}, "a": {}}},
+             {"a": 0, "b": 1}, {"b": 1, "a": 0}),
+            ({"properties": {"b": {}, "a": {}}, "allOf": [{"properties": {"a": {}, "b": {}}}]},
+             {"b": 1, "a": 0}, {"a": 0, "b": 1})]:
+        grammar = compiled(schema)
+        assert accepts(grammar, allowed) and not accepts(grammar, refused), list(schema)
 
 
 def test_a_key_only_some_alternatives_declare_may_come_late():
