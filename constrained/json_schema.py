@@ -59,11 +59,12 @@ their ``$ref``, which stands for its target alone):
   (json_schema_rules._key_chains; past it, or where the orders disagree,
   merged into one that keeps the first schema's, reading the schemas a
   schema combines by keywords written before its ``properties`` first, in
-  the order written, then its own keys, then the others), and a key only some alternatives declare
-  may come late (_ObjectProduct.late_failures); with ``property_order="any"``,
-  those orders are cut into pieces that interleave as far as that budget
-  allows (json_schema_rules._cut): every key free where an object declares at
-  most 6, and never less than schema order allows. Undeclared ones
+  the order written, then its own keys, then the others), and a key only
+  some alternatives declare may come late (_ObjectProduct.late_failures);
+  with ``property_order="any"``, those orders are cut into pieces that
+  interleave as far as that budget allows (json_schema_rules._cut): every
+  key free where an object declares at most 6, and never less than schema
+  order allows. Undeclared ones
   may come anywhere between them. Array items and object members are
   separated by ``,``; whitespace between tokens is bounded (``max_ignored``
   bytes per gap).
