@@ -170,16 +170,29 @@ def test_is_finite_tells_finite_languages(pattern, finite):
 @given(a=regexes)
 def test_finite_after_tells_the_states_with_finitely_many_endings(a):
     """By the pumping argument: from a state, infinitely many strings reach
-    acceptance exactly when one of some length n..2n-1 does (n states)."""
+    acceptance exactly when one of some length n..2n-1 does (n states). The
+    states reached in n + j steps, j < n, are those n steps reach followed by
+    any path (every reachable state is reachable in fewer than n steps): rows
+    of A^n C, with A the one-step reachability matrix and C its reflexive
+    transitive closure, both by repeated squaring."""
     dfa = compile_or_reject(a).dfa
     n = dfa.n_states
-    step = [np.unique(row[row >= 0]) for row in dfa.transitions]
-    for state, finite in enumerate(finite_after(dfa)):
-        reached, long_accepted = {state}, False
-        for length in range(1, 2 * n):
-            reached = {int(t) for s in reached for t in step[s]}
-            long_accepted |= length >= n and any(dfa.accepting[s] for s in reached)
-        assert finite == (not long_accepted), (a, state)
+    one_step = np.zeros((n, n), dtype=np.float32)
+    for state, row in enumerate(dfa.transitions):
+        one_step[state, row[row >= 0]] = 1
+
+    def times(x, y):
+        return (x @ y > 0).astype(np.float32)
+
+    power, exact, closure = one_step, np.eye(n, dtype=np.float32), np.eye(n, dtype=np.float32) + one_step
+    for bit in bin(n)[:1:-1]:  # A^n, the bits of n from the lowest
+        if bit == "1":
+            exact = times(exact, power)
+        power = times(power, power)
+    for _ in range(n.bit_length()):
+        closure = times(closure, closure)
+    long_accepted = (times(exact, closure) @ dfa.accepting.astype(np.float32)) > 0
+    assert np.array_equal(finite_after(dfa), ~long_accepted), a
 
 
 @pytest.mark.parametrize("edges, finite", [
