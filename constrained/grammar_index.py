@@ -21,8 +21,10 @@ terminals' groups, the others staying inside as a valid terminal's exits say
 (unless a name that is not valid outranks it there); where most tokens' first
 bytes do (a long string's chunk and tail), one pass over the trie through the
 lexer's automaton costs less (``_walked_whole``). Grammars with the same
-terminals alive in the same states share the combination and the walks of
-groups from there (``_lexer_shape``).
+terminals alive in the same states (or, where few are, in states with the
+same automata below: inside a key, "name" after "na" and "surname" after
+"surna") share the combination and the walks of groups from there
+(``_lexer_shape``).
 Tokens that leave the lexeme are then followed from the parser
 stack, lexeme after lexeme, in groups by the terminal emitted (only the tokens
 whose next byte some terminal of the context lets in enter the next lexeme: a
@@ -72,8 +74,9 @@ _WHOLE_TABLE_STATES = 200  # those with more than this get a token row per state
 _TABLE_PAIRS = 1_000_000  # in between, a whole table pays up to about this many (state, token spelled in its bytes) pairs
 _NARROW_BYTES = 40  # but no more than _SMALL_STATES where no state lets in more bytes than this (rows are cheap)
 _EXITS_KEPT = 4096  # per terminal, states whose exits are kept (the most recently used)
-_BELOW_STATES = 64  # states below a state whose exits are shared by the automaton below it (_TerminalTokens._below)
+_BELOW_STATES = 64  # states below a state whose exits are shared by the automaton below it (_TerminalTokens.below)
 _BELOW_KEPT = 256  # such exits kept per vocabulary (the most recently used)
+_SHAPE_BELOW = 4  # lexer states with at most this many terminals alive name them by the automaton below (_lexer_shape)
 _DONORS_TRIED = 8  # per terminal, the most recent states tried as donors (see _TerminalTokens._donor)
 # A state of a terminal without a whole table where at most this many tokens start with a byte it lets in
 # (a pattern's "-" before digits) walks them below the trie's live nodes, as a narrow terminal does, rather
@@ -162,7 +165,7 @@ class GrammarIndex:
         self._choice_rank = np.argsort(self.lexer.choice_order).tolist()  # per terminal, its place in the lexer's choice
         self._shapes: dict = {}  # (lexer state, context key): _lexer_shape
         self._shared_walks = _SHARED.setdefault(vocab, Recent(_SHARED_BYTES))
-        self.shared_below = _BELOW.setdefault(vocab, Recent(_BELOW_KEPT))  # see _TerminalTokens._below
+        self.shared_below = _BELOW.setdefault(vocab, Recent(_BELOW_KEPT))  # see _TerminalTokens.below
         # The usable tokens by first byte (ascending within each): byte b's are
         # _by_first_ids[_first_starts[b]:_first_starts[b + 1]], first_byte_counts[b] of them.
         self._by_first, self._byte_set_masks, self._by_first_ids, self._first_starts, self.first_byte_counts = \
@@ -318,18 +321,25 @@ class GrammarIndex:
     def _lexer_shape(self, q: int, ctx) -> tuple:
         """(the terminals alive in lexer state q that ``ctx`` accepts, in the order
         the lexer picks among them; a key naming them whatever the grammar: each
-        one's automaton, state and validity). A walk from q in ctx depends on
-        nothing else, so grammars over this vocabulary with the same shape share
-        walks (``_combined``, ``_lexeme``): a long string's chunk and tail meet in
-        every schema with one, the tokens after a string's closing quote meet a
-        comma or a closing brace in most."""
+        one's state, by the automaton below it (``_TerminalTokens.below``) where
+        at most _SHAPE_BELOW terminals are alive and that automaton is small,
+        else by its automaton and number; and their validity). A walk from q in
+        ctx depends on nothing else, since it only reads on from the terminals'
+        states, so grammars over this vocabulary with the same shape share walks
+        (``_combined``, ``_lexeme``): a long string's chunk and tail meet in every
+        schema with one, the tokens after a string's closing quote meet a comma
+        or a closing brace in most, and inside a key, a declared name with the
+        same letters left to go ("name" after "na", "surname" after "surna")
+        beside an undeclared name meets in many."""
         key = (q, ctx.key)
         hit = self._shapes.get(key)
         if hit is None:
             live = sorted((k for k in self.lexer.alive_terminals[q] if ctx.acceptable[k]), key=self._choice_rank.__getitem__)
-            dfas, at = self.lexer.dfas, np.array(live, dtype=np.int64)
-            hit = self._shapes[key] = (live, (tuple(dfas[k].digest for k in live),
-                                              self.lexer.components[q][at].tobytes(), ctx.valid[at].tobytes()))
+            states = self.lexer.components[q][live].tolist()
+            named = [(self.lexer.dfas[k].digest, s) for k, s in zip(live, states)]
+            if len(live) <= _SHAPE_BELOW:
+                named = [self._terminal(k).below(s) or name for k, s, name in zip(live, states, named)]
+            hit = self._shapes[key] = (live, (tuple(named), ctx.valid[live].tobytes()))
         return hit
 
     def _combined(self, q: int, ctx) -> _Walk:
@@ -740,7 +750,7 @@ def _bytes_before_last(vocab: Vocabulary) -> np.ndarray:
 
 _TERMINALS: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDictionary()
 _SHARED: "weakref.WeakKeyDictionary[Vocabulary, Recent]" = weakref.WeakKeyDictionary()  # see GrammarIndex._lexer_shape
-# Per vocabulary, by the automaton below a state (_TerminalTokens._below): the state's exits (tokens that stay, group
+# Per vocabulary, by the automaton below a state (_TerminalTokens.below): the state's exits (tokens that stay, group
 # of those that leave), where they took a pass over the trie.
 _BELOW: "weakref.WeakKeyDictionary[Vocabulary, Recent]" = weakref.WeakKeyDictionary()
 
@@ -883,6 +893,7 @@ class _TerminalTokens:
         self.accepting = np.zeros(n + 1, dtype=bool)
         self.accepting[:n] = dfa.accepting
         self._exits: OrderedDict = OrderedDict()
+        self._below: dict = {}  # state: below's answer
 
     @functools.cached_property
     def entry(self) -> np.ndarray:
@@ -942,8 +953,8 @@ class _TerminalTokens:
         """(packed tokens that keep s alive, the ``_Group`` of those that complete
         it and go on) from s's row and a walk of the tokens that die in it; or,
         where another state in any terminal has the same automaton below it,
-        that state's (``_below``)."""
-        key = self._below(s)
+        that state's (``below``)."""
+        key = self.below(s)
         found = index.shared_below.get(key) if key is not None else None
         if found is not None:
             return found
@@ -957,15 +968,17 @@ class _TerminalTokens:
             index.shared_below.put(key, found, 1)
         return found
 
-    def _below(self, s: int):
+    def below(self, s: int):
         """A digest of the automaton below s (``walks.numbered_below``), or None
-        where it has over _BELOW_STATES states. Two states with the same one, in
-        any terminals, let the same tokens through the same way: a string's body
-        below an undeclared name's first byte is the body of every JSON string."""
-        order, table = numbered_below(self.trans, s, _BELOW_STATES)
-        if not len(order):
-            return None
-        return hashlib.sha256(table.tobytes() + self.accepting[order].tobytes()).digest()
+        where it has over _BELOW_STATES states (kept per state). Two states with
+        the same one, in any terminals, let the same tokens through the same way:
+        a string's body below an undeclared name's first byte is the body of
+        every JSON string."""
+        if s not in self._below:
+            order, table = numbered_below(self.trans, s, _BELOW_STATES)
+            digest = hashlib.sha256(table.tobytes() + self.accepting[order].tobytes()).digest()
+            self._below[s] = digest if len(order) else None
+        return self._below[s]
 
     def _donor(self, s: int, index: "GrammarIndex"):
         """A state whose exits give most of s's, or None: after a token's first

@@ -1215,9 +1215,9 @@ def test_states_with_the_same_automaton_below_share_exits(tokenizers, monkeypatc
     second = difference(string, union(*(literal(k) for k in (b'"id"', b'"value"', b'"values"'))))
     body = [int(dfa.transitions[dfa.transitions[0, ord('"')], ord("x")]) for dfa in (first, second)]
     terminals = [gi._TerminalTokens(dfa, index.vocab, "test") for dfa in (first, second)]
-    assert terminals[0]._below(body[0]) == terminals[1]._below(body[1]) is not None
+    assert terminals[0].below(body[0]) == terminals[1].below(body[1]) is not None
     in_key = int(first.transitions[first.transitions[0, ord('"')], ord("n")])
-    assert terminals[0]._below(in_key) not in (None, terminals[0]._below(body[0]))
+    assert terminals[0].below(in_key) not in (None, terminals[0].below(body[0]))
     shared = [terminal.exits(s, index) for terminal, s in zip(terminals, body)]
     assert shared[1][2] is shared[0][2]  # the same group: read, not computed again
     monkeypatch.setattr(gi, "_BELOW_STATES", 1)
@@ -1284,6 +1284,40 @@ def test_grammars_share_walks_from_the_same_terminals(tokenizers, monkeypatch):
     combinations = [walk[2] for walk in alone if isinstance(walk, tuple) and isinstance(walk[1], bytes)]
     assert len({tuple(sorted(c)) for c in combinations}) >= 2  # from several states
     assert any(len(walk[0]) >= 1 for walk in alone if isinstance(walk, tuple) and isinstance(walk[1], list))
+
+
+def test_key_states_share_walks_by_the_letters_left(tokenizers, monkeypatch):
+    """Inside a key where a declared name and undeclared ones are alive, the
+    lexer shape names each terminal's state by the automaton below it: after
+    '{"na' where "name" is declared and after '{"surna' where "surname" is
+    (other keys allowed in both, values of other types), the same letters
+    are left, so the second grammar reads the first one's walk from there;
+    its mask is the one it computes with nothing shared. With a letter more
+    left ('{"sur' before "surname"), the walk is its own."""
+    import constrained.grammar_index as gi
+
+    tokenizer = tokenizers("llama3")
+    combined = []
+    combine = gi.GrammarIndex._combine
+    monkeypatch.setattr(gi.GrammarIndex, "_combine", lambda index, q, ctx: combined.append(q) or combine(index, q, ctx))
+
+    def mask_after(prefix, schema):
+        matcher = constrained.json_schema(schema).matcher(tokenizer)
+        for token in encode_exact(tokenizer, prefix):
+            matcher.advance(token)
+        combined.clear()
+        return matcher.mask()
+
+    first = {"type": "object", "properties": {"name": {"type": "string"}}}
+    second = {"type": "object", "properties": {"surname": {"type": "integer"}}}
+    monkeypatch.setattr(gi, "_SHARED", weakref.WeakKeyDictionary())
+    alone = mask_after('{"surna', second)
+    assert combined  # (two terminals alive: the walk is a combination)
+    monkeypatch.setattr(gi, "_SHARED", weakref.WeakKeyDictionary())
+    mask_after('{"na', first)
+    assert np.array_equal(mask_after('{"surna', second), alone) and not combined
+    mask_after('{"sur', second)
+    assert combined
 
 
 def test_recent_values_stay_within_their_budget():
