@@ -335,11 +335,13 @@ class GrammarIndex:
         hit = self._shapes.get(key)
         if hit is None:
             live = sorted((k for k in self.lexer.alive_terminals[q] if ctx.acceptable[k]), key=self._choice_rank.__getitem__)
-            states = self.lexer.components[q][live].tolist()
-            named = [(self.lexer.dfas[k].digest, s) for k, s in zip(live, states)]
+            dfas, at = self.lexer.dfas, np.array(live, dtype=np.int64)
+            states = self.lexer.components[q][at]
             if len(live) <= _SHAPE_BELOW:
-                named = [self._terminal(k).below(s) or name for k, s, name in zip(live, states, named)]
-            hit = self._shapes[key] = (live, (tuple(named), ctx.valid[live].tobytes()))
+                named = tuple(self._terminal(k).below(s) or (dfas[k].digest, s) for k, s in zip(live, states.tolist()))
+            else:
+                named = (tuple(dfas[k].digest for k in live), states.tobytes())
+            hit = self._shapes[key] = (live, (named, ctx.valid[at].tobytes()))
         return hit
 
     def _combined(self, q: int, ctx) -> _Walk:
@@ -974,11 +976,12 @@ class _TerminalTokens:
         the same one, in any terminals, let the same tokens through the same way:
         a string's body below an undeclared name's first byte is the body of
         every JSON string."""
-        if s not in self._below:
+        found = self._below.get(s, False)
+        if found is False:
             order, table = numbered_below(self.trans, s, _BELOW_STATES)
             digest = hashlib.sha256(table.tobytes() + self.accepting[order].tobytes()).digest()
-            self._below[s] = digest if len(order) else None
-        return self._below[s]
+            found = self._below[s] = digest if len(order) else None
+        return found
 
     def _donor(self, s: int, index: "GrammarIndex"):
         """A state whose exits give most of s's, or None: after a token's first
