@@ -74,9 +74,14 @@ _WHOLE_TABLE_STATES = 200  # those with more than this get a token row per state
 _TABLE_PAIRS = 1_000_000  # in between, a whole table pays up to about this many (state, token spelled in its bytes) pairs
 _NARROW_BYTES = 40  # but no more than _SMALL_STATES where no state lets in more bytes than this (rows are cheap)
 _EXITS_KEPT = 4096  # per terminal, states whose exits are kept (the most recently used)
-_BELOW_STATES = 64  # states below a state whose exits are shared by the automaton below it (_TerminalTokens.below)
+# At most this many states below a state: it is named by the automaton below it (_below_digest), so that its
+# exits are shared by every terminal's state with the same automaton below, and so are the walks from lexer
+# states where it is alive with few others (_lexer_shape).
+_BELOW_STATES = 64
 _BELOW_KEPT = 256  # such exits kept per vocabulary (the most recently used)
-_SHAPE_BELOW = 4  # lexer states with at most this many terminals alive name them by the automaton below (_lexer_shape)
+# Lexer states with at most this many terminals alive name them by the automaton below (_lexer_shape); at a
+# key's start, hundreds of names are alive: digesting each would cost more than the rare grammar sharing it saves.
+_SHAPE_BELOW = 4
 _DONORS_TRIED = 8  # per terminal, the most recent states tried as donors (see _TerminalTokens._donor)
 # A state of a terminal without a whole table where at most this many tokens start with a byte it lets in
 # (a pattern's "-" before digits) walks them below the trie's live nodes, as a narrow terminal does, rather
@@ -164,8 +169,9 @@ class GrammarIndex:
         self._first_byte = self.bytes[:, 0]
         self._choice_rank = np.argsort(self.lexer.choice_order).tolist()  # per terminal, its place in the lexer's choice
         self._shapes: dict = {}  # (lexer state, context key): _lexer_shape
+        self._belows: dict = {}  # (terminal, its state): _terminal_below
         self._shared_walks = _SHARED.setdefault(vocab, Recent(_SHARED_BYTES))
-        self.shared_below = _BELOW.setdefault(vocab, Recent(_BELOW_KEPT))  # see _TerminalTokens.below
+        self.shared_below = _BELOW.setdefault(vocab, Recent(_BELOW_KEPT))  # see _below_digest
         # The usable tokens by first byte (ascending within each): byte b's are
         # _by_first_ids[_first_starts[b]:_first_starts[b + 1]], first_byte_counts[b] of them.
         self._by_first, self._byte_set_masks, self._by_first_ids, self._first_starts, self.first_byte_counts = \
@@ -321,11 +327,12 @@ class GrammarIndex:
     def _lexer_shape(self, q: int, ctx) -> tuple:
         """(the terminals alive in lexer state q that ``ctx`` accepts, in the order
         the lexer picks among them; a key naming them whatever the grammar: each
-        one's state, by the automaton below it (``_TerminalTokens.below``) where
-        at most _SHAPE_BELOW terminals are alive and that automaton is small,
-        else by its automaton and number; and their validity). A walk from q in
-        ctx depends on nothing else, since it only reads on from the terminals'
-        states, so grammars over this vocabulary with the same shape share walks
+        one's state, by the automaton below it (``_below_digest``) where at most
+        _SHAPE_BELOW terminals are alive and that automaton is small, else by
+        its DFA's digest and the state's number; and their validity). A walk
+        from q in ctx depends on nothing else (the lexer states it reaches are
+        decided, as far as ctx sees them, by those automata, that order and that
+        validity), so grammars over this vocabulary with the same shape share walks
         (``_combined``, ``_lexeme``): a long string's chunk and tail meet in every
         schema with one, the tokens after a string's closing quote meet a comma
         or a closing brace in most, and inside a key, a declared name with the
@@ -338,11 +345,19 @@ class GrammarIndex:
             dfas, at = self.lexer.dfas, np.array(live, dtype=np.int64)
             states = self.lexer.components[q][at]
             if len(live) <= _SHAPE_BELOW:
-                named = tuple(self._terminal(k).below(s) or (dfas[k].digest, s) for k, s in zip(live, states.tolist()))
+                named = tuple(self._terminal_below(k, s) or (dfas[k].digest, s) for k, s in zip(live, states.tolist()))
             else:
                 named = (tuple(dfas[k].digest for k in live), states.tobytes())
             hit = self._shapes[key] = (live, (named, ctx.valid[at].tobytes()))
         return hit
+
+    def _terminal_below(self, k: int, s: int):
+        """``_below_digest`` of terminal k's state s, from its DFA (kept)."""
+        found = self._belows.get((k, s), False)
+        if found is False:
+            dfa = self.lexer.dfas[k]
+            found = self._belows[(k, s)] = _below_digest(dfa.transitions, -1, dfa.accepting, s)
+        return found
 
     def _combined(self, q: int, ctx) -> _Walk:
         """``_combine``'s walk, shared by the grammars with the same shape at q
@@ -620,6 +635,18 @@ class GrammarIndex:
         return token_walk(self._data, self._starts, self.lengths, trans, alive, tok, off, q)
 
 
+def _below_digest(trans: np.ndarray, dead: int, accepting: np.ndarray, s: int):
+    """A digest of the automaton below state s of ``trans`` (``dead``: its dead
+    state, the sink row or -1; ``walks.numbered_below``), or None where it has
+    over _BELOW_STATES states. Two states with the same one, in any automata,
+    let the same tokens through the same way: a string's body below an
+    undeclared name's first byte is the body of every JSON string."""
+    order, table = numbered_below(np.ascontiguousarray(trans, dtype=np.int32), dead, s, _BELOW_STATES)
+    if not len(order):
+        return None
+    return hashlib.sha256(table.tobytes() + accepting[order].tobytes()).digest()
+
+
 def _sizes(groups) -> list:
     """(id, bytes) of each group, with what a group may cache later (per token
     7 bytes: its byte after next as int16, its place by its next byte as
@@ -752,7 +779,7 @@ def _bytes_before_last(vocab: Vocabulary) -> np.ndarray:
 
 _TERMINALS: "weakref.WeakKeyDictionary[Vocabulary, tuple]" = weakref.WeakKeyDictionary()
 _SHARED: "weakref.WeakKeyDictionary[Vocabulary, Recent]" = weakref.WeakKeyDictionary()  # see GrammarIndex._lexer_shape
-# Per vocabulary, by the automaton below a state (_TerminalTokens.below): the state's exits (tokens that stay, group
+# Per vocabulary, by the automaton below a state (_below_digest): the state's exits (tokens that stay, group
 # of those that leave), where they took a pass over the trie.
 _BELOW: "weakref.WeakKeyDictionary[Vocabulary, Recent]" = weakref.WeakKeyDictionary()
 
@@ -895,7 +922,7 @@ class _TerminalTokens:
         self.accepting = np.zeros(n + 1, dtype=bool)
         self.accepting[:n] = dfa.accepting
         self._exits: OrderedDict = OrderedDict()
-        self._below: dict = {}  # state: below's answer
+        self._below: dict = {}  # state: its below digest (None: too many states below)
 
     @functools.cached_property
     def entry(self) -> np.ndarray:
@@ -971,16 +998,10 @@ class _TerminalTokens:
         return found
 
     def below(self, s: int):
-        """A digest of the automaton below s (``walks.numbered_below``), or None
-        where it has over _BELOW_STATES states (kept per state). Two states with
-        the same one, in any terminals, let the same tokens through the same way:
-        a string's body below an undeclared name's first byte is the body of
-        every JSON string."""
+        """``_below_digest`` of state s (kept)."""
         found = self._below.get(s, False)
         if found is False:
-            order, table = numbered_below(self.trans, s, _BELOW_STATES)
-            digest = hashlib.sha256(table.tobytes() + self.accepting[order].tobytes()).digest()
-            found = self._below[s] = digest if len(order) else None
+            found = self._below[s] = _below_digest(self.trans, self.dfa.n_states, self.accepting, s)
         return found
 
     def _donor(self, s: int, index: "GrammarIndex"):

@@ -171,7 +171,7 @@ def test_is_finite_tells_finite_languages(pattern, finite):
 def test_finite_after_tells_the_states_with_finitely_many_endings(a):
     """By the pumping argument: from a state, infinitely many strings reach
     acceptance exactly when one of some length n..2n-1 does (n states). The
-    states reached in n + j steps, j < n, are those n steps reach followed by
+    states reached in n + j steps for some j < n are those n steps reach followed by
     any path (every reachable state is reachable in fewer than n steps): rows
     of A^n C, with A the one-step reachability matrix and C its reflexive
     transitive closure, both by repeated squaring."""

@@ -1229,7 +1229,8 @@ def test_states_with_the_same_automaton_below_share_exits(tokenizers, monkeypatc
 def test_grammars_share_walks_from_the_same_terminals(tokenizers, monkeypatch):
     """Walks from a lexer state (where several terminals are alive, and of a
     group of tokens entering a lexeme) are shared by every grammar with the
-    same terminals alive in the same states (GrammarIndex._lexer_shape): two
+    same terminals alive in the same states (or, for few terminals, the same
+    automata below them: GrammarIndex._lexer_shape): two
     schemas that both let "name" and "names" follow, in different places and
     under different terminal numbers (after the opening quote, and after
     "name", the walks differ). The second grammar reads the first one's
@@ -1292,8 +1293,10 @@ def test_key_states_share_walks_by_the_letters_left(tokenizers, monkeypatch):
     '{"na' where "name" is declared and after '{"surna' where "surname" is
     (other keys allowed in both, values of other types), the same letters
     are left, so the second grammar reads the first one's walk from there;
-    its mask is the one it computes with nothing shared. With a letter more
-    left ('{"sur' before "surname"), the walk is its own."""
+    its mask is the one it computes with nothing shared. With more letters
+    left ('{"sur' before "surname"), or the same left of a name already
+    given (only its closing quote: not valid again, it is a shadow of the
+    undeclared key there), the walk is its own, and so is the mask."""
     import constrained.grammar_index as gi
 
     tokenizer = tokenizers("llama3")
@@ -1318,6 +1321,13 @@ def test_key_states_share_walks_by_the_letters_left(tokenizers, monkeypatch):
     assert np.array_equal(mask_after('{"surna', second), alone) and not combined
     mask_after('{"sur', second)
     assert combined
+    given_again = '{"surname": 1, "surname'  # (Llama 3 spells a name's closing quote apart from its letters)
+    monkeypatch.setattr(gi, "_SHARED", weakref.WeakKeyDictionary())
+    alone = mask_after(given_again, second)
+    monkeypatch.setattr(gi, "_SHARED", weakref.WeakKeyDictionary())
+    mask_after('{"name', first)
+    assert np.array_equal(mask_after(given_again, second), alone) and combined
+    assert not np.array_equal(alone, mask_after('{"surname', second))  # '":' goes on where the name is valid only
 
 
 def test_recent_values_stay_within_their_budget():
