@@ -162,8 +162,9 @@ def test_split_bytes_counts_the_terminals_each_first_byte_enters():
 
 def test_numbered_below_names_states_by_the_automaton_below():
     """Two automata that differ above a state but not below it (where the
-    same states have other numbers) number the states below it alike; a state
-    with more states below it than allowed gets nothing."""
+    same states have other numbers) number the states below it alike, and so
+    does the first one written as a DFA's own transitions (-1 dead, no sink
+    row); a state with more states below it than allowed gets nothing."""
     rng = np.random.default_rng(3)
     below, _ = _automaton(6, rng)  # states 0-5, 6 dead
     above = np.full((3, 256), 9, dtype=np.int32)  # states 0-2 of the larger one, leading into 3-8 ...
