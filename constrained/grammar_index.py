@@ -352,11 +352,10 @@ class GrammarIndex:
         return hit
 
     def _terminal_below(self, k: int, s: int):
-        """``_below_digest`` of terminal k's state s, from its DFA (kept)."""
+        """``_below_digest`` of terminal k's state s (kept for the grammar)."""
         found = self._belows.get((k, s), False)
         if found is False:
-            dfa = self.lexer.dfas[k]
-            found = self._belows[(k, s)] = _below_digest(dfa.transitions, -1, dfa.accepting, s)
+            found = self._belows[(k, s)] = _below_digest(self.lexer.dfas[k], s)
         return found
 
     def _combined(self, q: int, ctx) -> _Walk:
@@ -635,16 +634,15 @@ class GrammarIndex:
         return token_walk(self._data, self._starts, self.lengths, trans, alive, tok, off, q)
 
 
-def _below_digest(trans: np.ndarray, dead: int, accepting: np.ndarray, s: int):
-    """A digest of the automaton below state s of ``trans`` (``dead``: its dead
-    state, the sink row or -1; ``walks.numbered_below``), or None where it has
-    over _BELOW_STATES states. Two states with the same one, in any automata,
-    let the same tokens through the same way: a string's body below an
-    undeclared name's first byte is the body of every JSON string."""
-    order, table = numbered_below(np.ascontiguousarray(trans, dtype=np.int32), dead, s, _BELOW_STATES)
+def _below_digest(dfa: DFA, s: int):
+    """A digest of the automaton below state s of ``dfa`` (``walks.numbered_below``),
+    or None where it has over _BELOW_STATES states. Two states with the same
+    one, in any automata, let the same tokens through the same way: a string's
+    body below an undeclared name's first byte is the body of every JSON string."""
+    order, table = numbered_below(np.ascontiguousarray(dfa.transitions, dtype=np.int32), s, _BELOW_STATES)
     if not len(order):
         return None
-    return hashlib.sha256(table.tobytes() + accepting[order].tobytes()).digest()
+    return hashlib.sha256(table.tobytes() + dfa.accepting[order].tobytes()).digest()
 
 
 def _sizes(groups) -> list:
@@ -922,7 +920,6 @@ class _TerminalTokens:
         self.accepting = np.zeros(n + 1, dtype=bool)
         self.accepting[:n] = dfa.accepting
         self._exits: OrderedDict = OrderedDict()
-        self._below: dict = {}  # state: its below digest (None: too many states below)
 
     @functools.cached_property
     def entry(self) -> np.ndarray:
@@ -982,8 +979,8 @@ class _TerminalTokens:
         """(packed tokens that keep s alive, the ``_Group`` of those that complete
         it and go on) from s's row and a walk of the tokens that die in it; or,
         where another state in any terminal has the same automaton below it,
-        that state's (``below``)."""
-        key = self.below(s)
+        that state's (``_below_digest``; asked once per state, as exits are kept)."""
+        key = _below_digest(self.dfa, s)
         found = index.shared_below.get(key) if key is not None else None
         if found is not None:
             return found
@@ -995,13 +992,6 @@ class _TerminalTokens:
         found = stays, _group(b_tok[complete], b_off[complete])
         if key is not None:
             index.shared_below.put(key, found, 1)
-        return found
-
-    def below(self, s: int):
-        """``_below_digest`` of state s (kept)."""
-        found = self._below.get(s, False)
-        if found is False:
-            found = self._below[s] = _below_digest(self.trans, self.dfa.n_states, self.accepting, s)
         return found
 
     def _donor(self, s: int, index: "GrammarIndex"):

@@ -516,14 +516,14 @@ def trace_tokens(vocab_data, starts, lengths, trans, q, tok, off):
     return paths + (tok[order], off[order], end[order])
 
 
-@compiled("(int32[:, ::1], int64, int64, int64)")
-def numbered_below(trans, dead, s, most):
+@compiled("(int32[:, ::1], int64, int64)")
+def numbered_below(trans, s, most):
     """The states s leads to (s included), in breadth-first order with bytes
     ascending, and their transitions with the states renumbered in that order
     (-1: dead): the same for any two states with the same automaton below
-    them. ``dead`` is the dead state: the sink row of an automaton that has
-    one, or -1 (a DFA's own transitions). Empty where there are more than
-    ``most`` (at most 127) states."""
+    them. ``trans`` is a DFA's own transitions (-1 dead, no sink row). Empty
+    where there are more than ``most`` (at most 127) states."""
+    dead = -1
     number = np.full(trans.shape[0], -1, np.int64)
     order = np.empty(most, np.int64)
     order[0], number[s] = s, 0

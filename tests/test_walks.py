@@ -161,28 +161,25 @@ def test_split_bytes_counts_the_terminals_each_first_byte_enters():
 
 
 def test_numbered_below_names_states_by_the_automaton_below():
-    """Two automata that differ above a state but not below it (where the
-    same states have other numbers) number the states below it alike, and so
-    does the first one written as a DFA's own transitions (-1 dead, no sink
-    row); a state with more states below it than allowed gets nothing."""
+    """Two DFAs (-1 dead) that differ above a state but not below it (where
+    the same states have other numbers) number the states below it alike; a
+    state with more states below it than allowed gets nothing."""
     rng = np.random.default_rng(3)
-    below, _ = _automaton(6, rng)  # states 0-5, 6 dead
-    above = np.full((3, 256), 9, dtype=np.int32)  # states 0-2 of the larger one, leading into 3-8 ...
+    sinked, _ = _automaton(6, rng)
+    below = np.where(sinked[:6] == 6, -1, sinked[:6]).astype(np.int32)  # states 0-5, -1 dead
+    above = np.full((3, 256), -1, dtype=np.int32)  # states 0-2 of the larger one, leading into 3-8 ...
     above[:, :4] = rng.integers(3, 9, size=(3, 4))
-    moved = np.where(below[:6] == 6, 9, below[:6] + 3)  # ... which are the first one's 0-5; 9 dead
-    big = np.vstack([above, moved, np.full((1, 256), 9)]).astype(np.int32)
-    order, table = walks.numbered_below(below, 6, 2, 100)
-    big_order, big_table = walks.numbered_below(big, 9, 2 + 3, 100)
+    moved = np.where(below == -1, -1, below + 3)  # ... which are the first one's 0-5
+    big = np.vstack([above, moved]).astype(np.int32)
+    order, table = walks.numbered_below(below, 2, 100)
+    big_order, big_table = walks.numbered_below(big, 2 + 3, 100)
     assert np.array_equal(table, big_table) and big_order.tolist() == (order + 3).tolist()
     assert order[0] == 2 and len(set(order.tolist())) == len(order)
     for i, state in enumerate(order.tolist()):
-        expected = [-1 if t == 6 else order.tolist().index(t) for t in below[state].tolist()]
+        expected = [-1 if t == -1 else order.tolist().index(t) for t in below[state].tolist()]
         assert table[i].tolist() == expected
-    assert len(walks.numbered_below(big, 9, 0, 100)[0]) > len(order)  # from above: the states below too
-    assert len(walks.numbered_below(below, 6, 2, 2)[0]) == 0
-    without_sink = np.where(below[:6] == 6, -1, below[:6]).astype(np.int32)  # a DFA's own transitions: -1 dead
-    same_order, same_table = walks.numbered_below(without_sink, -1, 2, 100)
-    assert np.array_equal(same_table, table) and same_order.tolist() == order.tolist()
+    assert len(walks.numbered_below(big, 0, 100)[0]) > len(order)  # from above: the states below too
+    assert len(walks.numbered_below(below, 2, 2)[0]) == 0
 
 
 def test_trie_table_gives_every_token_its_state_from_every_state():
