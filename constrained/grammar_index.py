@@ -31,8 +31,8 @@ whose next byte some terminal of the context lets in enter the next lexeme: a
 few percent of a group, usually); the walk of a group through a lexeme is
 remembered under the group, the lexeme's start state and its context, and a
 group that several contexts meet is traced once with every terminal alive
-(from the third, where many of its tokens enter, see ``_lexeme_walk``), the
-next contexts reading their walks off the trace. A whole mask, and each
+(from the third, where many but not most of the vocabulary's tokens enter,
+see ``_lexeme_walk``), the next contexts reading their walks off the trace. A whole mask, and each
 group's way through the lexemes after one, is remembered under the top states
 of the stack it read (lalr.SuffixMemo), so the same situation at another
 nesting depth costs a dictionary lookup.
@@ -63,6 +63,10 @@ _WALK_CACHE = 2_000  # token walks from a lexer state kept per grammar and vocab
 _NODE_CACHE = 50_000  # walks of tokens that crossed into a new lexeme, kept likewise
 _WALKS_UNTRACED = 2  # contexts that walk a group from a lexer state before the next ones trace it
 _FEW_ENTERING = 1_000  # but a group of which at most this many tokens enter the lexeme in a context is walked
+# and so is one of which more do: most of the vocabulary crossing a long string's chunk boundary. Its trace
+# would cost the step that makes it two or three walks (~8 ms against ~3.5 for 110,000 tokens), and such a
+# group meets few contexts (the chunk, tail and quote that the string's length bounds let in).
+_MANY_ENTERING = 30_000
 _TRACE_STATES = 8_000_000  # paths and tokens kept in traces (see _Trace) per grammar and vocabulary, ~20 bytes each
 _SHARED_BYTES = 128 << 20  # walks shared across grammars (GrammarIndex._lexer_shape), per vocabulary
 _TABLES_ON_DISK = 1 << 30  # bytes of terminal tables kept in the cache directory (the least recently used go)
@@ -546,10 +550,10 @@ class GrammarIndex:
         groups meet one or two), and so does every context that lets few of
         them in (a trace holds every token some terminal lets in: after a
         space, a string's body takes almost any of them, where a value's
-        start takes a quote)."""
+        start takes a quote) or more than _MANY_ENTERING in."""
         tok, off = self._entering(group, q, ctx)
         times_walked = self._walked.get((group.id, q), 0)
-        if len(tok) > _FEW_ENTERING and times_walked >= _WALKS_UNTRACED:  # trace it once for all the contexts to come
+        if _FEW_ENTERING < len(tok) <= _MANY_ENTERING and times_walked >= _WALKS_UNTRACED:  # trace it once for all
             accepted, b_tok, b_off, b_state = self._read(self._trace(group, q), ctx)
         else:
             if len(self._walked) >= _NODE_CACHE:
