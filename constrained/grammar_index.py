@@ -173,7 +173,6 @@ class GrammarIndex:
         self._first_byte = self.bytes[:, 0]
         self._choice_rank = np.argsort(self.lexer.choice_order).tolist()  # per terminal, its place in the lexer's choice
         self._shapes: dict = {}  # (lexer state, context key): _lexer_shape
-        self._belows: dict = {}  # (terminal, its state): _terminal_below
         self._shared_walks = _SHARED.setdefault(vocab, Recent(_SHARED_BYTES))
         self.shared_below = _BELOW.setdefault(vocab, Recent(_BELOW_KEPT))  # see _below_digest
         # The usable tokens by first byte (ascending within each): byte b's are
@@ -349,18 +348,11 @@ class GrammarIndex:
             dfas, at = self.lexer.dfas, np.array(live, dtype=np.int64)
             states = self.lexer.components[q][at]
             if len(live) <= _SHAPE_BELOW:
-                named = tuple(self._terminal_below(k, s) or (dfas[k].digest, s) for k, s in zip(live, states.tolist()))
+                named = tuple(_below_digest(dfas[k], s) or (dfas[k].digest, s) for k, s in zip(live, states.tolist()))
             else:
                 named = (tuple(dfas[k].digest for k in live), states.tobytes())
             hit = self._shapes[key] = (live, (named, ctx.valid[at].tobytes()))
         return hit
-
-    def _terminal_below(self, k: int, s: int):
-        """``_below_digest`` of terminal k's state s (kept for the grammar)."""
-        found = self._belows.get((k, s), False)
-        if found is False:
-            found = self._belows[(k, s)] = _below_digest(self.lexer.dfas[k], s)
-        return found
 
     def _combined(self, q: int, ctx) -> _Walk:
         """``_combine``'s walk, shared by the grammars with the same shape at q
@@ -642,11 +634,22 @@ def _below_digest(dfa: DFA, s: int):
     """A digest of the automaton below state s of ``dfa`` (``walks.numbered_below``),
     or None where it has over _BELOW_STATES states. Two states with the same
     one, in any automata, let the same tokens through the same way: a string's
-    body below an undeclared name's first byte is the body of every JSON string."""
-    order, table = numbered_below(np.ascontiguousarray(dfa.transitions, dtype=np.int32), s, _BELOW_STATES)
-    if not len(order):
-        return None
-    return hashlib.sha256(table.tobytes() + dfa.accepting[order].tobytes()).digest()
+    body below an undeclared name's first byte is the body of every JSON string.
+    Kept for every grammar of the process (a string's or a number's terminal
+    is in most of them)."""
+    key = (dfa.digest, s)
+    found = _BELOW_DIGESTS.get(key, False)
+    if found is False:
+        if len(_BELOW_DIGESTS) >= _BELOW_DIGESTS_KEPT:
+            _BELOW_DIGESTS.clear()
+        order, table = numbered_below(np.ascontiguousarray(dfa.transitions, dtype=np.int32), s, _BELOW_STATES)
+        found = _BELOW_DIGESTS[key] = (
+            hashlib.sha256(table.tobytes() + dfa.accepting[order].tobytes()).digest() if len(order) else None)
+    return found
+
+
+_BELOW_DIGESTS: dict = {}  # (DFA digest, state): _below_digest
+_BELOW_DIGESTS_KEPT = 50_000
 
 
 def _sizes(groups) -> list:
