@@ -32,10 +32,10 @@ few percent of a group, usually); the walk of a group through a lexeme is
 remembered under the group, the lexeme's start state and its context, and a
 group that several contexts meet is traced once with every terminal alive
 (from the third, where many but not most of the vocabulary's tokens enter,
-see ``_lexeme_walk``), the next contexts reading their walks off the trace. A whole mask, and each
-group's way through the lexemes after one, is remembered under the top states
-of the stack it read (lalr.SuffixMemo), so the same situation at another
-nesting depth costs a dictionary lookup.
+see ``_lexeme_walk``), the next contexts reading their walks off the trace.
+A whole mask, and each group's way through the lexemes after one, is
+remembered under the top states of the stack it read (lalr.SuffixMemo), so
+the same situation at another nesting depth costs a dictionary lookup.
 """
 
 import functools
@@ -83,6 +83,7 @@ _EXITS_KEPT = 4096  # per terminal, states whose exits are kept (the most recent
 # states where it is alive with few others (_lexer_shape).
 _BELOW_STATES = 64
 _BELOW_KEPT = 256  # such exits kept per vocabulary (the most recently used)
+_BELOW_DIGESTS_KEPT = 50_000  # (automaton, state) pairs whose _below_digest is kept, for every grammar
 # Lexer states with at most this many terminals alive name them by the automaton below (_lexer_shape); at a
 # key's start, hundreds of names are alive: digesting each would cost more than the rare grammar sharing it saves.
 _SHAPE_BELOW = 4
@@ -648,10 +649,6 @@ def _below_digest(dfa: DFA, s: int):
     return found
 
 
-_BELOW_DIGESTS: dict = {}  # (DFA digest, state): _below_digest
-_BELOW_DIGESTS_KEPT = 50_000
-
-
 def _sizes(groups) -> list:
     """(id, bytes) of each group, with what a group may cache later (per token
     7 bytes: its byte after next as int16, its place by its next byte as
@@ -787,6 +784,7 @@ _SHARED: "weakref.WeakKeyDictionary[Vocabulary, Recent]" = weakref.WeakKeyDictio
 # Per vocabulary, by the automaton below a state (_below_digest): the state's exits (tokens that stay, group
 # of those that leave), where they took a pass over the trie.
 _BELOW: "weakref.WeakKeyDictionary[Vocabulary, Recent]" = weakref.WeakKeyDictionary()
+_BELOW_DIGESTS: dict = {}  # (DFA digest, state): _below_digest
 
 
 def _terminal_tokens(dfa: DFA, vocab: Vocabulary) -> "_TerminalTokens":
