@@ -984,7 +984,7 @@ class _TerminalTokens:
         """(packed tokens that keep s alive, the ``_Group`` of those that complete
         it and go on) from s's row and a walk of the tokens that die in it; or,
         where another state in any terminal has the same automaton below it,
-        that state's (``_below_digest``; asked once per state, as exits are kept)."""
+        that state's (by ``_below_digest``)."""
         key = _below_digest(self.dfa, s)
         found = index.shared_below.get(key) if key is not None else None
         if found is not None:

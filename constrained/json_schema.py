@@ -64,10 +64,9 @@ their ``$ref``, which stands for its target alone):
   with ``property_order="any"``, those orders are cut into pieces that
   interleave as far as that budget allows (json_schema_rules._cut): every
   key free where an object declares at most 6, and never less than schema
-  order allows. Undeclared ones
-  may come anywhere between them. Array items and object members are
-  separated by ``,``; whitespace between tokens is bounded (``max_ignored``
-  bytes per gap).
+  order allows. Undeclared ones may come anywhere between them. Array items
+  and object members are separated by ``,``; whitespace between tokens is
+  bounded (``max_ignored`` bytes per gap).
 * Caps (``max_string_length``, ``max_items``, off by default) restrict every
   emitted value, not the schemas: a node for them joins each value's context
   (json_schema_rules._caps). Strings whose pattern, format, enum or const make
