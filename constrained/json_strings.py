@@ -313,14 +313,17 @@ def string(
     parts = []
     if pattern is not None:
         parts.append(_pattern_content(pattern, encoding))
+    counted = max_length
     if format is not None:
         parts.append(_content(json_formats.regex(format), encoding, f"format {format!r}"))
+        if max_length is not None and (sizes := json_formats.sizes(format, max_length)) is not None:
+            parts.append(_content(sizes, encoding, f"format {format!r}"))
+            counted = None  # (within its sizes, no string is longer)
     if not parts:
         return _quoted(_length(min_length, max_length, encoding))
     what = f"a string with minLength {min_length}, maxLength {max_length}, pattern {pattern!r} and format {format!r}"
     content = _meet(parts, what)
-    counted = max_length
-    if max_length is not None and (most := longest(content)) is not None and most <= max_length:
+    if counted is not None and (most := longest(content)) is not None and most <= max_length:
         counted = None  # (no string it accepts is longer: a character takes a byte at least)
     if min_length or counted is not None:
         reads = (content.transitions >= 0).any(axis=0)  # the bytes the pattern and format read

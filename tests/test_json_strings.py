@@ -8,6 +8,7 @@ import re
 import string as ascii_strings
 from datetime import timedelta, timezone
 
+import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 from hypothesis.provisional import domains, urls
@@ -318,6 +319,45 @@ def test_format_members_pass_the_checker(format, data):
         text = decode(data.draw(members(dfa, max_size=60)))
         if not CHECKER_EXCEPTIONS.get(format, lambda s: False)(text):
             assert valid({"format": format}, text), (format, text)
+
+
+def _most_ascii_code_points(dfa) -> int:
+    """The most code points between the quotes of a text that an acyclic DFA of
+    printable ASCII strings accepts: a backslash starts a two-byte escape."""
+    weight = np.ones(256, dtype=np.int64)
+    weight[ord("\\")] = 0
+    none = -(1 << 40)
+    ending = np.where(dfa.accepting, 0, none)
+    most = ending  # per state, the most code points from there to an accepting state
+    for _ in range(dfa.n_states):
+        after = np.where(dfa.transitions >= 0, weight + most[np.maximum(dfa.transitions, 0)], none)
+        longer = np.maximum(ending, after.max(axis=1))
+        if np.array_equal(longer, most):
+            return int(most[dfa.start]) - 2
+        most = longer
+    raise AssertionError("the automaton has a cycle")
+
+
+@pytest.mark.parametrize("max_length", [129, 255, 1024])
+def test_long_emails_meet_the_sizes_of_rfc_5321(max_length):
+    """Under a maxLength above 128, where counting would take too many states, an
+    email's local part has at most 64 octets and its domain at most 255,
+    shortened to fit, so that no email is longer than the maxLength."""
+    email = string(format="email", max_length=max_length)
+    domain = min(255, max_length - 65)
+    assert is_empty(difference(email, string(format="email")))
+    assert _most_ascii_code_points(email) == 65 + domain <= max_length
+    for text in ["joe@example.com", '"joe bloggs"@example.com', "x@[IPv6:::1]", "a" * 64 + "@" + "b" * domain]:
+        assert all(email.matches(s) for s in spellings(text, "dumps")), text
+    for text in ["a" * 65 + "@example.com", "a@" + "b" * (domain + 1), '"a@b"@example.com']:
+        assert not any(email.matches(s) for s in spellings(text)), text
+
+
+def test_short_emails_are_counted_exactly():
+    email = string(format="email", max_length=128)
+    assert email.matches(json.dumps("a" * 100 + "@" + "b" * 27).encode())
+    assert not email.matches(json.dumps("a" * 100 + "@" + "b" * 28).encode())
+    assert email.matches(json.dumps('"a@b"@example.com').encode())
 
 
 _hex = st.text("0123456789abcdefABCDEF", min_size=1, max_size=4)
