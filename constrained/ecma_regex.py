@@ -6,7 +6,9 @@ Python pattern means exactly what the ECMA-262 one means whatever flags Python
 would apply: ``.`` is any character but \\n \\r \\u2028 \\u2029; ``\\d`` ``\\w``
 are ASCII; ``\\s`` is ECMA's white space and line terminators (Unicode spaces
 and \\ufeff included); ``[^]`` is any character, ``[]`` none; ``\\uXXXX``
-(surrogate pairs joined), ``\\u{...}``, ``\\xHH``, ``\\cX`` escapes; ``\\p{..}`` and
+(surrogate pairs joined), ``\\u{...}``, ``\\xHH``, ``\\cX`` escapes, and a
+backslash before any other character but a letter or digit (``\\_`` is
+``_``, as in Annex B); ``\\p{..}`` and
 ``\\P{..}`` with a Unicode general category (by this Python's Unicode
 database; scripts and other properties are refused). JSON Schema
 patterns are unanchored: a pattern matches a string if it matches anywhere in
@@ -35,7 +37,6 @@ _SPACE = [
 ]  # fmt: skip
 _LINE_TERMINATORS = [(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)]
 _CONTROL_ESCAPES = {"t": 0x09, "n": 0x0A, "v": 0x0B, "f": 0x0C, "r": 0x0D}
-_SYNTAX = set("^$\\.*+?()[]{}|/")
 
 
 def char_class(ranges) -> str:
@@ -304,7 +305,7 @@ class _Translator:
         if c in ("p", "P"):
             ranges = self.property()
             return complement(ranges) if c == "P" else ranges
-        if c in _SYNTAX or c == "-" or not (c.isalnum() or c == "_"):
+        if not c.isalnum():  # an identity escape (Annex B; a letter's or a digit's may mean more elsewhere: \a, \1)
             return [(ord(c), ord(c))]
         raise self.error(f"has an invalid escape \\{c}")
 
