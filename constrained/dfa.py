@@ -299,25 +299,15 @@ class _NFA:
         return complement_ranges(ranges) if negate else ranges
 
     def chars(self, ranges) -> tuple[int, int]:
-        """A fragment matching one character of ``ranges``, spelled by the encoding."""
-        start, end = self.state(), self.state()
-        inner: dict[tuple, int] = {}
-        for lo, hi in ranges:
-            for seq in self.encoding(lo, hi):
-                state = start
-                for i, byte_set in enumerate(seq):
-                    if i == len(seq) - 1:
-                        target = end
-                    else:
-                        key = seq[: i + 1]
-                        target = inner.get(key)
-                        if target is None:
-                            target = inner[key] = self.state()
-                    for a, b in byte_set:
-                        if (a, b, target) not in self.edges[state]:
-                            self.edges[state].append((a, b, target))
-                    state = target
-        return start, end
+        """A fragment matching one character of ``ranges``, spelled by the
+        encoding: a copy of the minimal automaton of those spellings, whose
+        last state is the fragment's end (a trie of them would have several
+        times the states, which a counted repeat multiplies)."""
+        edges = _spelling_edges(tuple(map(tuple, ranges)), self.encoding)
+        states = [self.state() for _ in edges] + [self.state()]
+        for state, out in zip(states, edges):
+            self.edges[state] += [(a, b, states[target]) for a, b, target in out]
+        return states[0], states[-1]
 
     def repeat(self, items, low: int, high: int | None, flags) -> tuple[int, int]:
         start = end = self.state()
@@ -340,6 +330,47 @@ class _NFA:
             self.epsilon[b].append(exit_)
             end = b
         return start, exit_
+
+
+@lru_cache(maxsize=1024)
+def _spelling_edges(ranges: tuple, encoding) -> list:
+    """The minimal automaton of the spellings of one character of ``ranges``,
+    as (low byte, high byte, target) edges per state but the accepting one,
+    which is numbered last: the spellings are prefix-free, so it is the only
+    one, and nothing leaves it."""
+    trie = _NFA("", encoding)
+    start, end = trie.state(), trie.state()
+    inner: dict[tuple, int] = {}
+    for lo, hi in ranges:
+        for seq in encoding(lo, hi):
+            state = start
+            for i, byte_set in enumerate(seq):
+                if i == len(seq) - 1:
+                    target = end
+                else:
+                    target = inner.get(seq[: i + 1])
+                    if target is None:
+                        target = inner[seq[: i + 1]] = trie.state()
+                trie.edges[state] += [(a, b, target) for a, b in byte_set]
+                state = target
+    dfa = minimize(*_determinize(trie, start, end, "a character class"))
+    if dfa is None:  # an empty class: a start with no way out
+        return [[]]
+    (final,) = np.flatnonzero(dfa.accepting)
+    order = [q for q in range(dfa.n_states) if q != final] + [final]
+    number = {q: k for k, q in enumerate(order)}
+    edges = []
+    for q in order[:-1]:
+        row, out, low = dfa.transitions[q].tolist(), [], 0
+        while low < 256:  # runs of bytes with the same target
+            high = low
+            while high < 255 and row[high + 1] == row[low]:
+                high += 1
+            if row[low] >= 0:
+                out.append((low, high, number[row[low]]))
+            low = high + 1
+        edges.append(out)
+    return edges
 
 
 def _determinize(nfa: _NFA, start: int, end: int, pattern: str) -> tuple[np.ndarray, np.ndarray]:

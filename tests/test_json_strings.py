@@ -228,6 +228,16 @@ def test_long_bounds_on_narrow_patterns_and_bounded_formats():
         assert string(max_length=high, format="ipv4").matches(b'"255.255.255.255"') == ok, high
 
 
+def test_counted_repeats_of_any_character():
+    """Each character of a class is spelled by its minimal automaton (24 states
+    for any character, escapes and UTF-8 included), so that ``.{1,255}``
+    compiles within the state budget; a trie of its spellings took four times
+    the states, which the count multiplied."""
+    dfa = string(pattern="^.{1,255}$", escapes="any")
+    for text, ok in [("é" * 255, True), ("a\"\U0001F600" * 85, True), ("a" * 256, False), ("", False), ("a\n", False)]:
+        assert all(dfa.matches(s) == ok for s in spellings(text)), len(text)
+
+
 def test_ecma_specifics():
     cases = [
         ("a$", ["xa"], ["a\n", "ab"]),  # $ is the very end
