@@ -818,6 +818,8 @@ def test_pydantic_model():
     ({"properties": {"a/b": {"anyOf": [{"properties": {f"p{k}": {}}} for k in range(13)], "unevaluatedProperties": False}}},
      "'unevaluatedProperties' at /properties/a~1b"),
     ({"type": "array", "items": {"type": "object"}, "uniqueItems": True}, "'uniqueItems' at the schema root"),
+    ({"anyOf": [{"properties": {f"p{k}": {"type": "integer"}}} for k in range(17)]},
+     "the schema is too complex to compile: 17 object schemas combine at /anyOf/0"),
     ({"allOf": [{"type": "string"}, {"type": "integer"}]}, "no JSON value"),
     ({"type": "object", "properties": {"a": {"type": "integer", "minimum": 5, "maximum": 4}}, "required": ["a"]},
      "no JSON value"),
