@@ -66,7 +66,7 @@ from .json_references import where
 from .json_schema import ANY, FALSE, TRUE, ArrayAtom, Node, Schemas, scalar_literal
 
 MAX_ALTERNATIVES = 60_000  # grammar alternatives one schema may need
-MAX_SETS = 16  # object (array) keyword sets combined for one value (past it, compiles run for minutes)
+MAX_SETS = 12  # object (array) keyword sets combined for one value
 MAX_CHILDREN = 24  # schemas classifying one member or item together
 MAX_SUBSETS = 4  # child contexts up to this size try all their labels (2**n)
 MAX_UNIQUE = 8  # distinct values uniqueItems can track (2**n states)
