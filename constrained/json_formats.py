@@ -214,9 +214,9 @@ def sizes(name: str, max_length: int) -> str | None:
     """A regex that the strings of format ``name`` must match too so that none
     is longer than ``max_length`` code points, where counting them would cost
     too many states; else None. An email's count takes some 4,000 states at
-    maxLength 128, past 20,000 at 140 (100,000 at 1024), so above 128 its
-    local part and domain meet RFC 5321's size limits instead, the domain's
-    shortened to fit. ("@" is left out of quoted local parts: with one, where
+    maxLength 128 and more than the 20,000 allowed from 140 on, so above 128
+    its local part and domain meet RFC 5321's size limits instead, the
+    domain's shortened to fit. ("@" is left out of quoted local parts: with one, where
     the domain starts would stay open to the end of the local part, and the
     sizes would cost states per pair of lengths.)"""
     if name != "email" or max_length <= 128:
