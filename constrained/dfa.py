@@ -301,8 +301,8 @@ class _NFA:
     def chars(self, ranges) -> tuple[int, int]:
         """A fragment matching one character of ``ranges``, spelled by the
         encoding: a copy of the minimal automaton of those spellings, whose
-        last state is the fragment's end (a trie of them would have several
-        times the states, which a counted repeat multiplies)."""
+        last state is the fragment's end (a trie of them has about twice the
+        states, 61 against 30 for ``.``, and a counted repeat multiplies them)."""
         edges = _spelling_edges(tuple(map(tuple, ranges)), self.encoding)
         states = [self.state() for _ in edges] + [self.state()]
         for state, out in zip(states, edges):

@@ -229,10 +229,10 @@ def test_long_bounds_on_narrow_patterns_and_bounded_formats():
 
 
 def test_counted_repeats_of_any_character():
-    """Each character of a class is spelled by its minimal automaton (24 states
-    for any character, escapes and UTF-8 included), so that ``.{1,255}``
-    compiles within the state budget; a trie of its spellings took four times
-    the states, which the count multiplied."""
+    """Each character of a class is spelled by its minimal automaton (30 states
+    for ``.``, escapes and UTF-8 included), so that ``.{1,255}`` compiles within
+    the state budget; a trie of its spellings had twice the states, and the
+    count multiplied them."""
     dfa = string(pattern="^.{1,255}$", escapes="any")
     for text, ok in [("é" * 255, True), ("a\"\U0001F600" * 85, True), ("a" * 256, False), ("", False), ("a\n", False)]:
         assert all(dfa.matches(s) == ok for s in spellings(text)), len(text)
