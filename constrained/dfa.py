@@ -360,16 +360,12 @@ def _spelling_edges(ranges: tuple, encoding) -> list:
     order = [q for q in range(dfa.n_states) if q != final] + [final]
     number = {q: k for k, q in enumerate(order)}
     edges = []
-    for q in order[:-1]:
-        row, out, low = dfa.transitions[q].tolist(), [], 0
-        while low < 256:  # runs of bytes with the same target
-            high = low
-            while high < 255 and row[high + 1] == row[low]:
-                high += 1
-            if row[low] >= 0:
-                out.append((low, high, number[row[low]]))
-            low = high + 1
-        edges.append(out)
+    for q in order[:-1]:  # runs of bytes with the same target, as ranges
+        row = dfa.transitions[q]
+        lows = np.flatnonzero(np.diff(row, prepend=DEAD - 1))
+        highs = np.append(lows[1:], 256) - 1
+        edges.append([(lo, hi, number[t]) for lo, hi, t in zip(lows.tolist(), highs.tolist(), row[lows].tolist())
+                      if t >= 0])
     return edges
 
 
