@@ -285,9 +285,9 @@ def _multiple_of(q) -> DFA:
     transitions[fraction[s], 48] = zeros
     transitions[zeros, 48] = zeros
     accepting[2] = True
-    accepting[whole] = r * 10**s % p == 0
+    accepting[whole] = r * pow(10, s, p) % p == 0  # (10**s itself may not fit the int64 of r: s is 324 for 5e-324)
     for j in range(1, s + 1):
-        accepting[fraction[j]] = r * 10 ** (s - j) % p == 0
+        accepting[fraction[j]] = r * pow(10, s - j, p) % p == 0
     accepting[zeros] = r == 0
     dfa = minimize(transitions, accepting)
     zero = from_regex(f"-?{_ZERO_EXPONENT}")  # 0 is a multiple of every q, however it is written

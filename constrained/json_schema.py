@@ -137,6 +137,7 @@ OTHER_VOCABULARIES = frozenset(VOCABULARY + v for v in (
     "core", "content", "meta-data", "format-annotation", "format-assertion"))
 _STRING_KEYWORDS = ("minLength", "maxLength", "pattern", "format")
 LONG_STRING = 64  # plain strings allowed more code points than this are counted by grammar rules, not one DFA
+MAX_LONG_STRING = 1_000_000  # the largest length counted so (its rules grow with its square root: ~1 s to compile)
 # Formats the drafts define: enforced, or refused where they cannot be. Others are annotations.
 SPEC_FORMATS = (
     "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
@@ -434,7 +435,22 @@ class Schemas:
         for key in ("enum", "const"):
             if key in schema:
                 self._restrict_to_values(node, schema, key, pointer)
+        if node.long_string is not None:
+            self._bound_long_string(node, pointer)
         return node
+
+    def _bound_long_string(self, node: Node, pointer: str) -> None:
+        """Refuse lengths of plain strings past MAX_LONG_STRING (or, lenient,
+        drop them): the rules counting them grow with the count."""
+        low, high = node.string_lengths
+        for key, value in (("minLength", low), ("maxLength", high)):
+            if value is not None and value > MAX_LONG_STRING:
+                self.refuse(key, pointer, f"string lengths are counted up to {MAX_LONG_STRING:,} code points "
+                                          f"(the grammar grows with the count), got {value:,}")
+        low, high = (low if low <= MAX_LONG_STRING else 0, high if high is None or high <= MAX_LONG_STRING else None)
+        node.string_lengths = low, high
+        if node.long_string is None:  # (lenient, and short now: a DFA, as _string gives short strings)
+            node.scalar = _or_languages(node.scalar, _string_language(min_length=low, max_length=high))
 
     def _unused_keywords(self, metaschema_uri) -> frozenset:
         """The keywords of the vocabularies that the document's metaschema (when
@@ -542,13 +558,7 @@ class Schemas:
         args = {}
         for key, name in (("minLength", "min_length"), ("maxLength", "max_length")):
             if key in schema:
-                value = schema[key]
-                if isinstance(value, float) and value.is_integer():
-                    value = int(value)
-                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise ConstrainedError(f"malformed schema: {key!r} at {where(pointer)} must be a non-negative "
-                                           f"integer, got {value!r}")
-                args[name] = value
+                args[name] = self._count(schema, key, pointer)
         for key in ("pattern", "format"):
             if key in schema:
                 if not isinstance(schema[key], str):
@@ -637,7 +647,9 @@ class Schemas:
             except ConstrainedError as e:
                 self.refuse("patternProperties", f"{pointer}/patternProperties/{escape(pattern)}", str(e))
                 continue
-            patterns.append((pattern, key_language, self.child(schema, "patternProperties", pointer, pattern)))
+            child = self.child(schema, "patternProperties", pointer, pattern)
+            if key_language is not None:  # (a pattern that matches no name, such as "$id", applies to nothing)
+                patterns.append((pattern, key_language, child))
         return ObjectAtom(
             properties=tuple((name, self.child(schema, "properties", pointer, name)) for name in properties),
             required=tuple(dict.fromkeys(required)),
@@ -688,6 +700,13 @@ class Schemas:
             raise ConstrainedError(f"malformed schema: {key!r} at {where(pointer)} must be an object")
         return value
 
+    def subschema_list(self, schema: dict, key: str, pointer: str) -> list:
+        """The value of keyword ``key`` ([] when absent), which must be a non-empty list (allOf, anyOf, oneOf)."""
+        value = schema.get(key, [])
+        if not isinstance(value, list) or key in schema and not value:
+            raise ConstrainedError(f"malformed schema: {key!r} at {where(pointer)} must be a non-empty list")
+        return value
+
     def _count(self, schema: dict, key: str, pointer: str):
         if key not in schema:
             return None
@@ -711,9 +730,7 @@ class Schemas:
                 leading.append((written[key], (all_of[-1],)))
         for key in ("allOf", "anyOf", "oneOf"):
             if key in schema:
-                group = schema[key]
-                if not isinstance(group, list) or not group:
-                    raise ConstrainedError(f"malformed schema: {key!r} at {where(pointer)} must be a non-empty list")
+                group = self.subschema_list(schema, key, pointer)
                 ids = tuple(self.child(schema, key, pointer, k) for k in range(len(group)))
                 leading.append((written[key], ids))
                 if key == "allOf":

@@ -92,7 +92,7 @@ def _terms(schemas, schema: dict, pointer: str, kind: str, path: tuple, memo: di
     if "$ref" in schema:
         add(schemas.documents.resolve(schema["$ref"], pointer))
     for key in ("allOf", "anyOf", "oneOf"):
-        for k in range(len(schema.get(key, ()))):
+        for k in range(len(schemas.subschema_list(schema, key, pointer))):
             add(f"{pointer}/{key}/{k}", TRUE if key == "allOf" else schemas.child(schema, key, pointer, k))
     if "if" in schema:
         holds = schemas.child(schema, "if", pointer)

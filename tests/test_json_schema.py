@@ -830,11 +830,35 @@ def test_pydantic_model():
      "at /properties/tags (its type, string, number, enum and combinator keywords together) are too complex"),
     ("{not json", "not valid JSON"),
     (42, "a schema is"),
+    # Found by mutating MaskBench schemas at random: each crashed with another exception before.
+    ({"properties": {"a": {"maxLength": 1e308}}}, "'maxLength' at /properties/a: string lengths are counted up to"),
+    ({"type": "string", "minLength": 10**30}, "'minLength' at the schema root"),
+    ({"allOf": [{"allOf": True}], "unevaluatedProperties": False}, "'allOf' at /allOf/0 must be a non-empty list"),
 ])
 def test_bad_schemas_are_refused(schema, message):
     with pytest.raises(ConstrainedError, match=None) as error:
         json_schema(schema)
     assert message in str(error.value)
+
+
+def test_extreme_but_valid_keyword_values_compile():
+    """Values that used to crash the compiler (found by mutating MaskBench
+    schemas at random): a patternProperties pattern that matches no name
+    ("$id": the end, then more) applies to nothing; maxLength on a schema
+    without strings, or along with an enum, counts nothing; a multipleOf with
+    a 324-digit scale; a huge length skipped by lenient mode."""
+    grammar = compiled({"patternProperties": {"$id": {"type": "integer"}}, "additionalProperties": False})
+    assert accepts(grammar, {}) and not accepts(grammar, {"$id": 1})
+    grammar = compiled({"patternProperties": {"$id": {}}, "required": ["a"]})
+    assert accepts(grammar, {"a": "x"}) and not accepts(grammar, {})
+    assert accepts(compiled({"type": "integer", "maxLength": 1e308}), 5)
+    grammar = compiled({"enum": ["a", "bc"], "maxLength": 10**30})
+    assert accepts(grammar, "bc") and not accepts(grammar, "b")
+    grammar = compiled({"multipleOf": 5e-324})
+    assert accepts(grammar, 1) and accepts(grammar, 0.5) and not grammar.matches("1e-400")
+    lenient = json_schema({"type": "string", "minLength": 3, "maxLength": 1e308}, lenient=True)
+    assert len(lenient.skipped) == 1 and "'maxLength'" in lenient.skipped[0]
+    assert accepts(lenient, "x" * 300) and not accepts(lenient, "ab")
 
 
 def test_items_counted_without_a_rule_each():
