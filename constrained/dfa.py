@@ -33,6 +33,9 @@ except ImportError:  # pragma: no cover
 MAX_CODE_POINT = 0x10FFFF
 DEAD = -1
 MAX_STATES = 20_000  # a pattern whose DFA grows past this is refused
+# and so is one whose DFA's states hold more NFA states than this in all (the subset construction's work: a
+# counted repeat after a star, ".*a{0,100000}", makes each state hold one position more than the last).
+MAX_SUBSET_WORK = 3_000_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -406,7 +409,12 @@ def _determinize(nfa: _NFA, start: int, end: int, pattern: str) -> tuple[np.ndar
     ids = {initial: 0}
     order = [initial]
     rows = []
+    work = 0
     for subset in order:
+        work += len(subset)
+        if work > MAX_SUBSET_WORK:
+            raise ConstrainedError(f"regular expression {pattern!r} is too complex: its automaton's states track over "
+                                   f"{MAX_SUBSET_WORK:,} positions of the pattern in all")
         targets: list[set | None] = [None] * n_classes
         for state in subset:
             for k, reached in moves_of(state):

@@ -209,7 +209,7 @@ def _lark_errors(start: str):
         ) from None
     except LarkError as e:
         raise ConstrainedError(f"invalid grammar: {str(e).strip()}") from None
-    except (ValueError, TypeError, KeyError, AssertionError) as e:  # lark's own checks on odd input
+    except (ValueError, TypeError, KeyError, AttributeError, AssertionError) as e:  # lark's own checks on odd input
         raise ConstrainedError(f"invalid grammar: {type(e).__name__}: {e}") from None
     except RecursionError:
         raise ConstrainedError(
@@ -300,6 +300,8 @@ def _compile(analysis: _Analysis, start: str, max_ignored: int, terminals: dict,
         return (-d.priority, -d.pattern.max_width, -len(d.pattern.value), name)
 
     names = sorted(used, key=order)
+    if not names:
+        raise ConstrainedError("invalid grammar: it uses no terminal, so the only text it allows is the empty one")
     shadowing = set().union(*shadows.values())
     priority = np.array([int(n in shadowing) if n in terminals else defs[n].priority for n in names])
     is_str = np.array([n not in terminals and type(defs[n].pattern).__name__ == "PatternStr" for n in names])

@@ -89,6 +89,7 @@ def test_forced_bytes():
         ("(?>a)", "atomic group"),
         ("(?m)a", "re.MULTILINE"),
         ("(a|b)*a(a|b){15}", "too complex"),
+        ("[^x]*a{0,100000}b", "track over 3,000,000 positions"),  # (ran for minutes before it was refused)
         ("(?x)a b", "re.VERBOSE"),
         ("[^\\x00-\\U0010ffff]", "matches no string"),
         ("a[^\\s\\S]", "matches no string"),

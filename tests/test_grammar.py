@@ -403,6 +403,8 @@ def test_keywords_versus_names(tokenizers):
         ("start: ESCAPED_STRING\n%import common.ESCAPED_STRING", "ESCAPED_STRING uses a lookbehind"),
         ('start: _INDENT "a"\n%declare _INDENT', "no pattern .*%declare"),
         ("start: " + "(" * 2000 + '"a"' + ")" * 2000, "too deeply nested"),
+        ("start: ", "uses no terminal"),  # (these two crashed with ValueError and AttributeError before)
+        ("%declare Ba", "invalid grammar"),
     ],
     ids=lambda value: value[:40] if isinstance(value, str) else None,
 )
