@@ -137,7 +137,7 @@ OTHER_VOCABULARIES = frozenset(VOCABULARY + v for v in (
     "core", "content", "meta-data", "format-annotation", "format-assertion"))
 _STRING_KEYWORDS = ("minLength", "maxLength", "pattern", "format")
 LONG_STRING = 64  # plain strings allowed more code points than this are counted by grammar rules, not one DFA
-MAX_LONG_STRING = 1_000_000  # the largest length counted so (its rules grow with its square root: ~1 s to compile)
+MAX_LONG_STRING = 1_000_000  # the largest length counted so (compiling takes ~1 s there, and grows with the count)
 # Formats the drafts define: enforced, or refused where they cannot be. Others are annotations.
 SPEC_FORMATS = (
     "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
@@ -647,9 +647,8 @@ class Schemas:
             except ConstrainedError as e:
                 self.refuse("patternProperties", f"{pointer}/patternProperties/{escape(pattern)}", str(e))
                 continue
-            child = self.child(schema, "patternProperties", pointer, pattern)
             if key_language is not None:  # (a pattern that matches no name, such as "$id", applies to nothing)
-                patterns.append((pattern, key_language, child))
+                patterns.append((pattern, key_language, self.child(schema, "patternProperties", pointer, pattern)))
         return ObjectAtom(
             properties=tuple((name, self.child(schema, "properties", pointer, name)) for name in properties),
             required=tuple(dict.fromkeys(required)),
