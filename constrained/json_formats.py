@@ -216,9 +216,9 @@ def sizes(name: str, max_length: int) -> str | None:
     too many states; else None. An email's count takes some 4,000 states at
     maxLength 128 and more than the 20,000 allowed from 140 on, so above 128
     its local part and domain meet RFC 5321's size limits instead, the
-    domain's shortened to fit. ("@" is left out of quoted local parts: with one, where
-    the domain starts would stay open to the end of the local part, and the
-    sizes would cost states per pair of lengths.)"""
+    domain's shortened to fit. ("@" is left out of quoted local parts: with
+    one, where the domain starts would stay open to the end of the local
+    part, and the sizes would cost states per pair of lengths.)"""
     if name != "email" or max_length <= 128:
         return None
     domain = min(255, max_length - 65)

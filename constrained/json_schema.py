@@ -702,7 +702,7 @@ class Schemas:
     def subschema_list(self, schema: dict, key: str, pointer: str) -> list:
         """The value of keyword ``key`` ([] when absent), which must be a non-empty list (allOf, anyOf, oneOf)."""
         value = schema.get(key, [])
-        if not isinstance(value, list) or key in schema and not value:
+        if not isinstance(value, list) or (key in schema and not value):
             raise ConstrainedError(f"malformed schema: {key!r} at {where(pointer)} must be a non-empty list")
         return value
 
