@@ -54,9 +54,10 @@ place and other, overlapping ones elsewhere would let the lexer pick a
 terminal that is wrong for the stack at hand.
 """
 
+import itertools
 import json
 import math
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -66,7 +67,9 @@ from .json_references import where
 from .json_schema import ANY, FALSE, TRUE, ArrayAtom, Node, Schemas, scalar_literal
 
 MAX_ALTERNATIVES = 60_000  # grammar alternatives one schema may need
-MAX_SETS = 12  # object (array) keyword sets combined for one value
+MAX_SETS = 64  # object (array) keyword sets combined for one value
+MAX_SHARED = 12  # of those, sets whose results are tried both ways together (2**n), see possible_labels
+MAX_LABEL_WORK = 2_000_000  # nodes evaluated working out which labels combined schemas can reach
 MAX_CHILDREN = 24  # schemas classifying one member or item together
 MAX_SUBSETS = 4  # child contexts up to this size try all their labels (2**n)
 MAX_UNIQUE = 8  # distinct values uniqueItems can track (2**n states)
@@ -241,6 +244,7 @@ class _Builder:
         self._names: dict = {}  # key -> rule name
         self._todo: list = []  # (name, function building its alternatives)
         self._alternatives = 0
+        self._label_work = 0  # nodes evaluated by _Product.possible_labels
         self._scalar_memo: dict = {}
         self._products: dict = {}
         self._partitions: dict = {}
@@ -270,6 +274,15 @@ class _Builder:
                     f"the schema is too complex to compile: its grammar needs over {MAX_ALTERNATIVES} rules "
                     "(many combined object schemas, or large counts such as maxItems)")
             self.rules[name] = alternatives
+
+    def spend_label_work(self, nodes: int) -> None:
+        """Count nodes evaluated for the labels combined schemas can reach; past
+        MAX_LABEL_WORK the schema is refused (like a grammar with too many rules)."""
+        self._label_work += nodes
+        if self._label_work > MAX_LABEL_WORK:
+            raise _TooManyRules(
+                "the schema is too complex to compile: its combined object or array schemas reach too many "
+                "states (allOf, anyOf, oneOf, not, if/then/else, with keys in many orders)")
 
     def terminal(self, language, hint: str, shadowed_by: frozenset = frozenset()) -> str:
         """The terminal of a DFA; equal languages (minimal DFAs with equal tables)
@@ -998,15 +1011,26 @@ def _clip(lengths: tuple, top: int | None) -> tuple:
 def _label(schemas, order, atoms: dict, context) -> frozenset:
     """The nodes of ``context`` a value satisfies, given whether it satisfies each
     node's own keywords (``atoms``); ``order`` lists nodes after those they combine."""
-    truth = {}
+    can = {}
     for i in order:
-        node = schemas.node(i)
-        truth[i] = atoms[i] and (
-            all(truth[j] for j in node.all_of)
-            and all(any(truth[j] for j in g) for g in node.any_of)
-            and all(sum(truth[j] for j in g) == 1 for g in node.one_of)
-            and not any(truth[j] for j in node.not_))
-    return frozenset(i for i in context if truth[i])
+        can[i] = _outcome(schemas.node(i), 2 if atoms[i] else 1, can)
+    return frozenset(i for i in context if can[i] == 2)
+
+
+def _outcome(node: Node, own: int, can: dict) -> int:
+    """What ``node`` can be (bit 0: fail, bit 1: hold), given what its own
+    keywords can be (``own``) and the nodes it combines (``can``), where those
+    are independent of each other."""
+    if not node.combines:
+        return own
+    terms = [own] + [can[j] for j in node.all_of]
+    for g in node.any_of:  # at least one holds
+        terms.append((2 if any(can[j] & 2 for j in g) else 0) | (1 if all(can[j] & 1 for j in g) else 0))
+    for g in node.one_of:  # exactly one: as many hold as any number from those that must to those that can
+        least, most = sum(can[j] == 2 for j in g), sum(can[j] >> 1 for j in g)
+        terms.append((2 if least <= 1 <= most else 0) | (1 if not least == most == 1 else 0))
+    terms += [(can[j] & 1) << 1 | can[j] >> 1 for j in node.not_]
+    return (2 if all(t & 2 for t in terms) else 0) | (1 if any(t & 1 for t in terms) else 0)
 
 
 def _key_chains(atoms: list, any_order: bool, order_states: int = ORDER_STATES) -> list:
@@ -1189,10 +1213,9 @@ class _Product:
         self.constant = {i: atom is ANY for i, atom in atoms.items() if atom is ANY or atom is None}
         self.set_nodes = [i for i in self.order if i not in self.constant]
         self.sets = [atoms[i] for i in self.set_nodes]
+        self.number = {i: k for k, i in enumerate(self.set_nodes)}
         if len(self.sets) > MAX_SETS + any(i in builder.caps for i in self.set_nodes):  # a cap is no schema
-            raise ConstrainedError(
-                f"the schema is too complex to compile: {len(self.sets)} {self.kind} schemas combine at "
-                f"{where(schemas.node(self.set_nodes[0]).pointer)} (allOf, anyOf, oneOf, not, if/then/else)")
+            self._refuse(len(self.sets), "")
         self._labels: dict = {}
         self._reachable: dict = {}
         self._prepared = None
@@ -1208,12 +1231,67 @@ class _Product:
         return hit
 
     def possible_labels(self, failed: int) -> set:
-        """The labels a value can still get once the sets in ``failed`` failed."""
+        """The labels a value can still get once the sets in ``failed`` failed:
+        for each way the sets still open that are shared hold (see _shared),
+        what each node of the context can still be, read bottom-up (the other
+        sets each reach a node through one child only, so its children's
+        results are independent)."""
         labels = self._reachable.get(failed)
         if labels is None:
-            free = [k for k in range(len(self.sets)) if not failed >> k & 1]
-            labels = self._reachable[failed] = {self.label(results) for results in _subsets(free)}
+            shared = [k for k in range(len(self.sets)) if self._shared >> k & 1 and not failed >> k & 1]
+            if len(shared) > MAX_SHARED:
+                self._refuse(len(shared), f" through schemas they share (at most {MAX_SHARED})")
+            self.builder.spend_label_work(len(self.order) << len(shared))
+            labels = set()
+            for results in _subsets(shared):
+                can = self._outcomes(failed, results)
+                options = [[(i, False)] * (can[i] & 1) + [(i, True)] * (can[i] >> 1) for i in sorted(self.context)]
+                if math.prod(map(len, options)) > 1 << MAX_SHARED:
+                    self._refuse(len(self.sets), f" and give over {1 << MAX_SHARED} outcomes")
+                labels |= {frozenset(i for i, holds in pick if holds) for pick in itertools.product(*options)}
+            self._reachable[failed] = labels
         return labels
+
+    def _refuse(self, count: int, how: str):
+        raise ConstrainedError(
+            f"the schema is too complex to compile: {count} {self.kind} schemas combine at "
+            f"{where(self.builder.schemas.node(self.set_nodes[0]).pointer)}{how} (allOf, anyOf, oneOf, not, "
+            "if/then/else)")
+
+    def _outcomes(self, failed: int, results: int) -> dict:
+        """Per node, what it can be (bit 0: fail, bit 1: hold) once the sets in
+        ``failed`` failed and the shared ones hold as ``results`` says (the
+        other sets may do either)."""
+        can = {}
+        known = failed | self._shared
+        for i in self.order:
+            k = self.number.get(i)
+            if k is None:
+                own = 2 if self.constant[i] else 1
+            elif known >> k & 1:
+                own = 1 + (results >> k & 1)  # (a failed set has no bit in results)
+            else:
+                own = 3
+            can[i] = _outcome(self.builder.schemas.node(i), own, can)
+        return can
+
+    @cached_property
+    def _shared(self) -> int:
+        """The sets (bits) whose result reaches some node through two of its
+        children (a schema two branches $ref, say), or two nodes of the context:
+        possible_labels tries both results of each."""
+        support, shared = {}, 0
+        for i in self.order:
+            seen = 1 << self.number[i] if i in self.number else 0
+            for j in self.builder.schemas.node(i).combines:
+                shared |= seen & support[j]
+                seen |= support[j]
+            support[i] = seen
+        seen = 0
+        for i in self.context:
+            shared |= seen & support[i]
+            seen |= support[i]
+        return shared
 
     def can_reach(self, failed: int, label: frozenset) -> bool:
         return label in self.possible_labels(failed)
@@ -1398,10 +1476,13 @@ class _ObjectProduct(_Product):
         hit = self._misleading.get(key)
         if hit is None:
             free = [k for k in range(len(self.sets)) if not (failed | wrong) >> k & 1]
-            extras = list(_subsets([k for k in range(len(self.sets)) if wrong >> k & 1]))[1:]  # not the empty one
-            hit = any(self.label(counted) == label != self.label(real)
-                      for results in _subsets(free) for extra in extras
-                      for counted, real in [(results | extra, results) if passed else (results, results | extra)])
+            if len(free) + wrong.bit_count() > MAX_SHARED:
+                hit = True  # too many ways to try: it may (so the callers refuse the member)
+            else:
+                extras = list(_subsets([k for k in range(len(self.sets)) if wrong >> k & 1]))[1:]  # not the empty one
+                hit = any(self.label(counted) == label != self.label(real)
+                          for results in _subsets(free) for extra in extras
+                          for counted, real in [(results | extra, results) if passed else (results, results | extra)])
             self._misleading[key] = hit
         return hit
 

@@ -16,8 +16,8 @@ from hypothesis import assume, example, given, strategies as st
 
 import constrained
 from constrained import ConstrainedError
-from constrained.json_schema import json_schema
-from constrained.json_schema_rules import ORDER_STATES, _key_chains
+from constrained.json_schema import Schemas, json_schema
+from constrained.json_schema_rules import ORDER_STATES, _Builder, _key_chains
 
 from conftest import encode_exact
 from schema_checks import exact_float
@@ -710,6 +710,53 @@ def test_one_undeclared_member_per_region_only_where_repeats_matter():
         json_schema({"type": "object", "minProperties": 2})
 
 
+def test_many_combined_object_schemas_compile():
+    """A oneOf of 16 object schemas told apart by one key's value (from
+    MaskBench): what each value can reach is worked out per schema, not over
+    all 2**17 results together."""
+    kinds = [f"k{n}" for n in range(16)]
+    schema = {"type": "object", "properties": {"msg": {"enum": kinds}, "arg": {"type": "string"}},
+              "required": ["msg"], "oneOf": [
+                  {"properties": {"msg": {"const": kind}, "arg": {"maxLength": n}, f"x{n}": {"type": "integer"}},
+                   "required": [f"x{n}"] if n % 2 else []} for n, kind in enumerate(kinds)]}
+    grammar = compiled(schema)
+    for value in [{"msg": "k0"}, {"msg": "k3", "arg": "abc", "x3": 1}, {"msg": "k15", "arg": "", "x15": 2},
+                  {"msg": "k4", "x4": 5, "y": None}]:
+        assert valid(schema, value) and accepts(grammar, value), value
+    for value in [{"msg": "k1"}, {"msg": "k3", "arg": "abcd", "x3": 1}, {"msg": "k2", "x2": "s"}, {"msg": "k16"}]:
+        assert not valid(schema, value) and not accepts(grammar, value), value
+
+
+def combined_object_schemas():
+    """Object schemas under allOf / anyOf / oneOf / not / if-then-else, some
+    reached twice (a $ref from two branches)."""
+    leaves = [{"required": ["a"]}, {"required": ["b"]}, {"properties": {"a": {"type": "integer"}}},
+              {"maxProperties": 1}, {"type": "object"}, True, False]
+
+    def trees(leaves):
+        return st.recursive(st.sampled_from(leaves), lambda children: st.one_of(
+            *[st.lists(children, min_size=1, max_size=3).map(lambda xs, k=k: {k: xs}) for k in ("allOf", "anyOf", "oneOf")],
+            children.map(lambda x: {"not": x}),
+            st.tuples(children, children, children).map(lambda t: {"if": t[0], "then": t[1], "else": t[2]})),
+            max_leaves=10)
+    return st.builds(lambda d, t: {"$defs": {"d": d}, "allOf": [t]}, trees(leaves), trees(leaves + [{"$ref": "#/$defs/d"}]))
+
+
+@given(schema=combined_object_schemas(), failed=st.integers(0, (1 << 10) - 1))
+@example(schema={"$defs": {"d": {"required": ["a"]}}, "allOf": [{"$ref": "#/$defs/d"}, {"not": {"$ref": "#/$defs/d"}}]},
+         failed=0)  # d twice: the two results are not independent
+def test_reachable_labels_are_those_of_some_results(schema, failed):
+    """possible_labels (what each schema can still be, read bottom-up) gives
+    exactly the labels of all the ways the open sets can hold."""
+    schemas = Schemas(schema)
+    product = _Builder(schemas, False, False)._product(frozenset({schemas.root()}), "object")
+    assume(len(product.sets) <= 10)
+    failed &= (1 << len(product.sets)) - 1
+    free = [k for k in range(len(product.sets)) if not failed >> k & 1]
+    every = {product.label(sum(1 << k for j, k in enumerate(free) if bits >> j & 1)) for bits in range(1 << len(free))}
+    assert product.possible_labels(failed) == every
+
+
 def test_long_strings_keep_escaped_quotes():
     """Strings counted by grammar rules (over 64 code points allowed) may hold
     escaped quotes anywhere, a lexeme boundary included."""
@@ -818,8 +865,10 @@ def test_pydantic_model():
     ({"properties": {"a/b": {"anyOf": [{"properties": {f"p{k}": {}}} for k in range(13)], "unevaluatedProperties": False}}},
      "'unevaluatedProperties' at /properties/a~1b"),
     ({"type": "array", "items": {"type": "object"}, "uniqueItems": True}, "'uniqueItems' at the schema root"),
-    ({"anyOf": [{"properties": {f"p{k}": {"type": "integer"}}} for k in range(13)]},
-     "the schema is too complex to compile: 13 object schemas combine at /anyOf/0"),
+    ({"allOf": [{"if": {"properties": {f"p{k}": {"const": 1}}}, "then": {"required": [f"q{k}"]}} for k in range(13)]},
+     "the schema is too complex to compile: 13 object schemas combine at /allOf/0/if through schemas they share"),
+    ({"anyOf": [{"properties": {"a": {"required": [f"p{k}"]}}} for k in range(13)]},  # 2**13 ways for "a"'s value
+     "13 object schemas combine at /anyOf/0/properties/a and give over 4096 outcomes"),
     ({"allOf": [{"type": "string"}, {"type": "integer"}]}, "no JSON value"),
     ({"type": "object", "properties": {"a": {"type": "integer", "minimum": 5, "maximum": 4}}, "required": ["a"]},
      "no JSON value"),
