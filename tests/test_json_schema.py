@@ -15,7 +15,7 @@ import pytest
 from hypothesis import assume, example, given, strategies as st
 
 import constrained
-from constrained import ConstrainedError
+from constrained import ConstrainedError, json_schema_rules
 from constrained.json_schema import Schemas, json_schema
 from constrained.json_schema_rules import ORDER_STATES, _Builder, _key_chains
 
@@ -710,7 +710,7 @@ def test_one_undeclared_member_per_region_only_where_repeats_matter():
         json_schema({"type": "object", "minProperties": 2})
 
 
-def test_many_combined_object_schemas_compile():
+def test_many_combined_object_schemas_compile(monkeypatch):
     """A oneOf of 16 object schemas told apart by one key's value (from
     MaskBench): what each value can reach is worked out per schema, not over
     all 2**17 results together."""
@@ -725,6 +725,10 @@ def test_many_combined_object_schemas_compile():
         assert valid(schema, value) and accepts(grammar, value), value
     for value in [{"msg": "k1"}, {"msg": "k3", "arg": "abcd", "x3": 1}, {"msg": "k2", "x2": "s"}, {"msg": "k16"}]:
         assert not valid(schema, value) and not accepts(grammar, value), value
+    # What that costs is budgeted (MaskBench's largest need is about 450,000 nodes evaluated):
+    monkeypatch.setattr(json_schema_rules, "MAX_LABEL_WORK", 10)
+    with pytest.raises(ConstrainedError, match="combined object or array schemas reach too many states"):
+        json_schema(schema)
 
 
 def combined_object_schemas():
