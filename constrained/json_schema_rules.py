@@ -189,7 +189,8 @@ def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = Fal
 
 
 class _TooManyRules(ConstrainedError):
-    """The grammar outgrew MAX_ALTERNATIVES."""
+    """The grammar outgrew MAX_ALTERNATIVES, or working out its combined
+    schemas' labels MAX_LABEL_WORK (both grow with the key orders tried)."""
 
 
 @lru_cache(maxsize=None)
