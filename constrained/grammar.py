@@ -441,13 +441,14 @@ class _Language:
             return False
         return self.end_ok(self.after(stack, term)[1])
 
-    def step(self, q: int, stack: tuple, data: bytes):
+    def step(self, q: int, stack: tuple, data: bytes, emitted: list | None = None):
         """(lexer state, stack) after ``data``, or None where it is not allowed.
         A lexeme that no byte can extend is emitted at once: the state is then
-        the next lexeme's start."""
+        the next lexeme's start. ``emitted`` gets (terminal, offset in ``data``
+        where its lexeme ends) for each lexeme emitted."""
         ctx = self.context(stack)
         trans = self.lexer.trans
-        for b in data:
+        for i, b in enumerate(data):
             nq = trans[q, b]
             if ctx.alive_lark[nq]:
                 q = nq
@@ -455,6 +456,8 @@ class _Language:
             term = int(ctx.choice[q])
             if term < 0:
                 return None
+            if emitted is not None:
+                emitted.append((term, i))
             q, stack = self.after(stack, term)
             ctx = self.context(stack)
             nq = trans[q, b]
@@ -466,6 +469,8 @@ class _Language:
         term = int(ctx.choice[q])
         # (from q, the next mask would be the start's mask again, computed and kept apart)
         if term >= 0 and self.lexer.closed(q):
+            if emitted is not None:
+                emitted.append((term, len(data)))
             return self.after(stack, term)
         return int(q), stack
 
@@ -532,10 +537,13 @@ class Grammar(Compiled):
 
 
 class GrammarMatcher(TokenHistory):
-    """One sequence's position in a grammar: a lexer state and a parser stack per token."""
+    """One sequence's position in a grammar: a lexer state and a parser stack per
+    token (with more parts in subclasses: json_unique.DistinctItemsMatcher)."""
 
-    def __init__(self, index: GrammarIndex):
-        super().__init__(index, index.language.start())
+    refused = "by the grammar"  # why a token is not allowed, for the error
+
+    def __init__(self, index: GrammarIndex, start=None):
+        super().__init__(index, index.language.start() if start is None else start)
         self.language = index.language
 
     def is_finished(self) -> bool:
@@ -543,17 +551,21 @@ class GrammarMatcher(TokenHistory):
 
     def is_accepting(self) -> bool:
         state = self._states[-1]
-        return state is None or self.language.eos_ok(*state)
+        return state is None or self.language.eos_ok(state[0], state[1])
 
     def mask(self) -> np.ndarray:
         state = self._states[-1]
-        return self.index.finished_mask() if state is None else self.index.mask(*state)
+        return self.index.finished_mask() if state is None else self.index.mask(state[0], state[1])
+
+    def _step(self, state: tuple, token: int):
+        """The state after ``token`` (not EOS), or None where it is not allowed."""
+        return self.index.step(state[0], state[1], token)
 
     def advance(self, token: int) -> None:
         token = self.vocab.check_token(token)
         state = self._states[-1]
         if token in self.vocab.eos_ids:
-            if state is not None and not self.language.eos_ok(*state):
+            if state is not None and not self.language.eos_ok(state[0], state[1]):
                 raise ConstrainedError(
                     f"EOS (token {token}) is not allowed after {self.text()!r}: the output is not complete"
                 )
@@ -561,14 +573,14 @@ class GrammarMatcher(TokenHistory):
         elif state is None:
             raise ConstrainedError(f"cannot advance by token {token} after EOS: the output is complete")
         else:
-            nxt = self.index.step(state[0], state[1], token)
+            nxt = self._step(state, token)
             if nxt is None:
                 raise ConstrainedError(
-                    f"token {token} ({self.vocab.tokens[token]!r}) is not allowed after {self.text()!r} by the grammar"
+                    f"token {token} ({self.vocab.tokens[token]!r}) is not allowed after {self.text()!r} {self.refused}"
                 )
         self._states.append(nxt)
         self._tokens.append(token)
 
     def forced(self) -> bytes:
         state = self._states[-1]
-        return b"" if state is None else self.language.forced(*state)
+        return b"" if state is None else self.language.forced(state[0], state[1])
