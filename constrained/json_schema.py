@@ -33,8 +33,10 @@ their ``$ref``, which stands for its target alone):
   propertyNames, minProperties, maxProperties, dependentRequired,
   dependentSchemas, items, prefixItems, additionalItems, minItems, maxItems,
   contains, minContains, maxContains, uniqueItems (where the items are a small
-  finite set of scalars), allOf, anyOf, oneOf, not, if/then/else, $ref, $defs,
-  $anchor, $id, unevaluatedProperties and unevaluatedItems (json_unevaluated.py).
+  finite set of scalars, or strings that never run out of endings, which the
+  matcher keeps distinct: json_unique.py), allOf, anyOf, oneOf, not,
+  if/then/else, $ref, $defs, $anchor, $id, unevaluatedProperties and
+  unevaluatedItems (json_unevaluated.py).
   Boolean schemas.
 * Annotations (title, description, default, examples, deprecated, readOnly,
   ...) and keywords no draft defines (``x-...``, typos) are ignored, as the
@@ -70,7 +72,8 @@ their ``$ref``, which stands for its target alone):
 * Caps (``max_string_length``, ``max_items``, off by default) restrict every
   emitted value, not the schemas: a node for them joins each value's context
   (json_schema_rules._caps). Strings whose pattern, format, enum or const make
-  the capped automaton too large keep the schema's language (``.uncapped``).
+  the capped automaton too large keep the schema's language (``.uncapped``),
+  and so do the items of a uniqueItems array of strings.
 * Two undeclared names may be equal (a JSON parser keeps the last value) and
   no grammar tells names apart, so where a repeated name could change the
   result (hide a value that failed, inflate the count for minProperties or
@@ -235,8 +238,8 @@ def json_schema(schema, *, documents: dict | None = None, strict_properties: boo
     points) and arrays of the output, whatever the schema allows, so that a
     rambling model is made to close them (property names, numbers and depth
     are not capped; strings whose pattern, format, enum or const make the
-    capped automaton too large are not either, and are listed in
-    ``.uncapped``). A cap only takes values away: a schema no value of which
+    capped automaton too large are not either, nor the items of a uniqueItems
+    array of strings, and they are listed in ``.uncapped``). A cap only takes values away: a schema no value of which
     fits (a required string with minLength above the cap) is refused as having
     no valid value."""
     from .json_schema_rules import schema_grammar, whitespace
@@ -251,11 +254,14 @@ def json_schema(schema, *, documents: dict | None = None, strict_properties: boo
             raise ConstrainedError(f"{name} is a non-negative integer or None, got {cap!r}")
     max_string_length, max_items = (None if cap is None else int(cap) for cap in (max_string_length, max_items))
     with dfa.gc_paused():  # the builder's objects live until it finishes
-        rules, start, terminals, shadows, glued, uncapped = schema_grammar(
+        rules, start, terminals, shadows, glued, uncapped, distinct = schema_grammar(
             schemas, root, strict_properties=strict_properties, any_order=property_order == "any",
             max_string_length=max_string_length, max_items=max_items)
     compiled = grammar_from_rules(rules, start, terminals, {"WHITESPACE": whitespace()}, glued=glued,
                                   shadows=shadows, max_ignored=max_ignored, description=f"JSON Schema from {source}")
+    if distinct is not None:
+        from .json_unique import DistinctItemsGrammar
+        compiled = DistinctItemsGrammar(compiled, distinct[0], distinct[1:])
     compiled.skipped = tuple(schemas.skipped)
     compiled.uncapped = tuple(uncapped)
     compiled.ignored_keywords = tuple(sorted(schemas.ignored))

@@ -28,8 +28,10 @@ so may a declared key after its turn, failing the sets that declare it, where
 their results cannot change the label (_ObjectProduct.late_failures). An
 array's state is
 (position, failed sets, ``contains`` matches per set, values seen per
-uniqueItems set). States that cannot lead to the wanted label are pruned;
-rules whose language is empty are removed at the end.
+uniqueItems set: only where the items take a few values; unique strings
+are kept apart by the matcher instead, _Builder.unique_value). States that
+cannot lead to the wanted label are pruned; rules whose language is empty
+are removed at the end.
 
 Plain strings allowed more than json_schema.LONG_STRING code points (a
 maxLength of 65535 is common) would need a DFA of 24 states per code point;
@@ -161,7 +163,9 @@ def _or(parts):
 def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = False, any_order: bool = False,
                    max_string_length: int | None = None, max_items: int | None = None):
     """(rules, start rule, terminal DFAs, the terminals shadowing others,
-    glued terminals, messages on where strings are not capped) for the values valid
+    glued terminals, messages on where strings are not capped, and None or the
+    terminals whose lexemes must be distinct within an array with the names
+    of "[" and "]", for json_unique.py) for the values valid
     under node ``root``, for grammar_from_rules (whitespace is WHITESPACE);
     ``any_order``: objects take their declared keys in any order, as far as
     ORDER_STATES and the rules allow (_key_chains), and at least in schema
@@ -184,8 +188,9 @@ def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = Fal
             if k == len(tries) - 1 or not (builder.interleaved or builder.late):
                 raise
     rules = builder.grammar_rules(start)
+    distinct = (frozenset(builder.distinct), *builder.brackets) if builder.distinct else None
     return (rules, start, builder.terminal_dfas, builder.shadows, builder.glued & builder.terminal_dfas.keys(),
-            builder.uncapped)
+            builder.uncapped, distinct)
 
 
 class _TooManyRules(ConstrainedError):
@@ -241,7 +246,8 @@ class _Builder:
         self.terminal_dfas: dict = {}  # name -> DFA
         self.glued: set = set()  # terminals inside a long string: no whitespace may follow them
         self.shadows: dict = {}  # name -> the terminals that shadow it (key_terminal)
-        self._terminal_names: dict = {}  # (DFA digest, terminals shadowing it) -> name
+        self.distinct: set = set()  # terminals of array items that must differ from each other (unique_value)
+        self._terminal_names: dict = {}  # (DFA digest, terminals shadowing it, distinct) -> name
         self._names: dict = {}  # key -> rule name
         self._todo: list = []  # (name, function building its alternatives)
         self._alternatives = 0
@@ -285,16 +291,19 @@ class _Builder:
                 "the schema is too complex to compile: its combined object or array schemas reach too many "
                 "states (allOf, anyOf, oneOf, not, if/then/else, with keys in many orders)")
 
-    def terminal(self, language, hint: str, shadowed_by: frozenset = frozenset()) -> str:
+    def terminal(self, language, hint: str, shadowed_by: frozenset = frozenset(), distinct: bool = False) -> str:
         """The terminal of a DFA; equal languages (minimal DFAs with equal tables)
-        share one, unless other terminals shadow them (see ``key_terminal``)."""
-        key = (language.digest, shadowed_by)
+        share one, unless other terminals shadow them (see ``key_terminal``) or
+        its lexemes must be distinct (``unique_value``)."""
+        key = (language.digest, shadowed_by, distinct)
         name = self._terminal_names.get(key)
         if name is None:
             name = self._terminal_names[key] = f"{hint}{len(self._terminal_names)}"
             self.terminal_dfas[name] = language
             if shadowed_by:
                 self.shadows[name] = shadowed_by
+            if distinct:
+                self.distinct.add(name)
         return name
 
     def key_terminal(self, product, cell: int, language) -> str:
@@ -320,6 +329,36 @@ class _Builder:
         if cap is not None:
             context, label = context | {cap}, label | {cap}
         return self._rule(("value", context, label), "value", lambda: self._value(context, label))
+
+    def unique_value(self, context: frozenset, label: frozenset, pointer: str) -> str:
+        """``value``'s rule for an item of a uniqueItems array of strings whose
+        items schema holds: one terminal, marked ``distinct``, which the matcher
+        keeps from repeating an earlier item of the same array (json_unique.py).
+        So that a repeated item can always be avoided, every unfinished string
+        of it must have infinitely many endings, and none may be counted by
+        rules (a long string). So a cap on strings leaves them (``uncapped``)."""
+        cap = self._cap(context)
+        strings, arrays = self.caps
+        if cap is not None and cap == strings:
+            cap = arrays
+            message = (f"strings that are items of the uniqueItems array at {where(pointer)} are not capped: capped, "
+                       "one could run out of endings that no other item took")
+            if message not in self.uncapped:
+                self.uncapped.append(message)
+        if cap is not None:
+            context, label = context | {cap}, label | {cap}
+
+        def build():
+            region = self.scalar_region(context, label)
+            if region is None:
+                return []
+            if region is ANY or self.length_split(context) is not None or (
+                    dfa.finite_after(region) & ~region.accepting).any():
+                self.schemas.refuse("uniqueItems", pointer, "its items are strings that may run out of endings "
+                                    "(maxLength, enum, or a cap), or are counted by rules")
+                return self._value(context, label)  # (lenient: uniqueItems skipped)
+            return [(self.terminal(region, "DISTINCT", distinct=True),)]
+        return self._rule(("unique", context, label), "value", build)
 
     def _cap(self, context):
         """The cap node for values in ``context``: strings and arrays, or where
@@ -788,7 +827,7 @@ class _Builder:
                 lengths.append((low - position, high))
         if not lengths:  # no number of items gives the label
             return self._rule(("nothing",), "array", list)
-        value = self.value(frozenset(ids), viable[0])
+        value = self._item(product, frozenset(ids), viable[0], requirements)
         return self.counted(tuple(lengths), _Unit(('","', value), 1, '"]"', shared=True))
 
     def _items(self, product, label, state, separator) -> list:
@@ -828,9 +867,18 @@ class _Builder:
                 after = (min(position + 1, product.count_cap), new_failed,
                          tuple(0 if new_failed >> k & 1 else c for k, c in enumerate(new_counts)),
                          tuple(0 if new_failed >> k & 1 else c for k, c in enumerate(new_seen)))
-                alternatives.append(separator + (self.value(frozenset(ids), child_label),
-                                                 self._array_later(product, label, after)))
+                item = self._item(product, frozenset(ids), child_label, alive)
+                alternatives.append(separator + (item, self._array_later(product, label, after)))
         return alternatives
+
+    def _item(self, product, context: frozenset, label: frozenset, requirements: list) -> str:
+        """The rule of an item (``requirements``: (set, its schema for the item)
+        of the sets not failed): ``unique_value``'s where the product's items
+        must be distinct strings and this one meets their schema, else ``value``'s."""
+        k = product.distinct_set
+        if k is not None and dict(requirements).get(k) in label:
+            return self.unique_value(context, label, product.sets[k].pointer)
+        return self.value(context, label)
 
     # The grammar.
 
@@ -866,6 +914,8 @@ class _Builder:
                 todo += [s for s in alt if s[0].islower() and s not in rules]
                 used_terminals.update(s for s in alt if s[0].isupper())
         self.shadows = {n: names for n, names in self.shadows.items() if n in used_terminals}
+        self.distinct &= used_terminals
+        self.brackets = literals.get('"["'), literals.get('"]"')
         used_terminals.update(*self.shadows.values())
         self.terminal_dfas = {n: d for n, d in self.terminal_dfas.items() if n in used_terminals}
         return rules
@@ -1510,7 +1560,8 @@ class _ArrayProduct(_Product):
     kind = "array"
 
     def _prepare(self):
-        self.values = [self._distinct_values(a) for a in self.sets]
+        self.distinct_set = None  # the set whose items the matcher keeps distinct (_distinct_values)
+        self.values = [self._distinct_values(k, a) for k, a in enumerate(self.sets)]
         self.count_cap = max((self.item_count(k) for k in range(len(self.sets))), default=0)
         at = where(self.builder.schemas.node(self.set_nodes[0]).pointer) if self.sets else ""
         self.contains_caps = [
@@ -1545,7 +1596,7 @@ class _ArrayProduct(_Product):
         atom = self.sets[k]
         return position >= atom.min_items and (atom.contains is None or counts[k] >= atom.min_contains)
 
-    def _distinct_values(self, atom: ArrayAtom) -> tuple:
+    def _distinct_values(self, k: int, atom: ArrayAtom) -> tuple:
         """For uniqueItems: one constant node per value the items can take, when
         they can only take a few scalar values (else an error); () otherwise."""
         if not atom.unique or (atom.max_items is not None and atom.max_items <= 1):
@@ -1558,8 +1609,12 @@ class _ArrayProduct(_Product):
         for node in positions:
             found = builder.finite_values(node)
             if found is None:
+                if self._strings_only(atom):
+                    self.distinct_set = k  # enforced by the matcher, see _Builder.unique_value
+                    return ()
                 schemas.refuse("uniqueItems", atom.pointer, "it is only enforced for items that take at most "
-                                f"{MAX_UNIQUE} scalar values (enum, const, boolean)")
+                                f"{MAX_UNIQUE} scalar values (enum, const, boolean), or that are strings (of a "
+                                "schema without prefixItems or contains, combined with no other array schema)")
                 return ()
             values.update(found)
         if len(values) > MAX_UNIQUE:
@@ -1567,3 +1622,17 @@ class _ArrayProduct(_Product):
                             f"are only tracked for up to {MAX_UNIQUE}")
             return ()
         return tuple(schemas.constant(v, atom.pointer) for v in values.values())
+
+    def _strings_only(self, atom: ArrayAtom) -> bool:
+        """Whether ``atom``'s items are all strings that the matcher can keep
+        distinct: no other array schema applies to the value, and the items
+        have one schema (no prefixItems) that allows strings only."""
+        items, builder = atom.items, self.builder
+        schemas = [i for i in self.set_nodes if i not in builder.caps]
+        if len(schemas) != 1 or atom.prefix or atom.contains is not None or items in (TRUE, FALSE):
+            return False
+        language = builder.scalar(items)
+        if language is None or language is ANY or not dfa.is_empty(dfa.difference(language, _universe()[1])):
+            return False
+        return not any(frozenset({items}) in builder._product(frozenset({items}), kind).possible_labels(0)
+                       for kind in ("object", "array"))

@@ -92,6 +92,11 @@ CASES = [
      [["a", "b"], [1, "a", 2, "b", "c"]], [["a"], [], ["a", "b", "c", "d"]]),
     ("uniqueItems", {"type": "array", "items": {"enum": ["a", "b", 1, 1.5]}, "uniqueItems": True},
      [[], ["a", "b", 1], [1.5, 1]], [["a", "a"], [1, 1.0], ["c"]]),
+    ("uniqueItems of strings", {"type": "array", "items": {"type": "string"}, "uniqueItems": True, "minItems": 1},
+     [["a"], ["a", "b", "A"], ["é", "e"], ["", " ", "\""]], [[], ["a", "a"], ["a", "b", "a"], ["é", "é"], ["", ""], [1]]),
+    ("uniqueItems of strings, array by array",
+     {"type": "array", "items": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$"}, "uniqueItems": True}},
+     [[["a", "b"], ["a", "b"]], [["ab"], [], ["ab", "abc"]]], [[["a", "a"]], [["a"], ["b", "c", "b"]], [["A"]]]),
     ("allOf", {"allOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
                          {"properties": {"a": {"minimum": 5}, "b": {"type": "string"}}}]},
      [{"a": 5}, {"a": 7, "b": "x"}], [{"a": 4}, {}, {"a": 5, "b": 1}]),
@@ -940,6 +945,54 @@ def test_a_lexer_past_its_budget_is_refused(monkeypatch):
         json_schema(schema)
 
 
+def test_unique_strings_however_spelled_are_one_item():
+    grammar = compiled({"type": "array", "items": {"type": "string"}, "uniqueItems": True})
+    assert grammar.matches('["é", "e\\u0301"]')  # (different code points)
+    assert not grammar.matches('["é", "\\u00e9"]')
+    assert not grammar.matches('["\\ud83d\\ude00", "\U0001F600"]')
+    assert not accepts(grammar, ["é", "é"], ensure_ascii=False)
+
+
+def test_the_mask_keeps_an_array_from_repeating_a_string_item(tokenizers):
+    tok = tokenizers("llama3")
+    vocab = constrained.vocabulary(tok)
+    token = {t: vocab.tokens.index(t) for t in [b'["', b'...', b'..."', b'"', b'",', b'"]', b'.', b'","', b'","","']}
+    matcher = compiled({"type": "array", "items": {"type": "string"}, "uniqueItems": True}).matcher(tok)
+    matcher.advance(token[b'["'])
+    assert matcher.is_allowed(token[b'","']) and not matcher.is_allowed(token[b'","","'])  # "" twice in one token
+    for t in [b'...', b'",', b'"']:
+        matcher.advance(token[t])
+    assert not matcher.is_allowed(token[b'..."'])  # it would close "..." again
+    matcher.advance(token[b'...'])
+    assert not any(matcher.is_allowed(token[t]) for t in [b'"', b'",', b'"]'])
+    assert matcher.is_allowed(token[b'.']) and matcher.is_allowed(token[b'..."'])  # "...." and "......" are new
+    with pytest.raises(ConstrainedError, match="repeats an item"):
+        matcher.advance(token[b'"]'])
+    matcher.advance(token[b'.'])
+    matcher.advance(token[b'"]'])
+    assert matcher.is_accepting() and matcher.text() == '["...","...."]'
+    matcher.rollback(2)
+    assert not matcher.is_allowed(token[b'"]'])
+
+
+def test_caps_leave_unique_strings_uncapped():
+    grammar = json_schema({"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+                          max_string_length=2, max_items=3)
+    assert any("items of the uniqueItems array at the schema root are not capped" in u for u in grammar.uncapped)
+    assert accepts(grammar, ["abcdef", "abcde"])
+    assert not accepts(grammar, ["a", "a"]) and not accepts(grammar, ["a", "b", "c", "d"])
+
+
+@pytest.mark.parametrize("items", [{"type": "string", "maxLength": 3}, {"enum": [f"{k}x" for k in range(9)]},
+                                   {"type": "string", "pattern": "^[0-9]+x$"}])
+def test_unique_strings_that_may_run_out_of_endings_are_refused(items):
+    # (a repeat of "1x" could only be avoided before the "x": a matcher does not look that far ahead)
+    schema = {"type": "array", "items": items, "uniqueItems": True}
+    with pytest.raises(ConstrainedError, match="'uniqueItems' at the schema root"):
+        json_schema(schema)
+    assert accepts(json_schema(schema, lenient=True), ["1x", "1x"])
+
+
 def test_lenient_skips_and_reports():
     schema = {"type": "array", "items": {"type": "object"}, "uniqueItems": True, "maxItems": 2}
     grammar = json_schema(schema, lenient=True)
@@ -985,7 +1038,7 @@ JSON_VALUES = st.recursive(
 
 SOUNDNESS_SCHEMAS = [c[1] for c in CASES if c[0] in (
     "oneOf objects", "oneOf overlapping objects", "not object", "if/then/else", "allOf", "dependentSchemas",
-    "contains", "uniqueItems", "enum", "patternProperties", "unevaluatedProperties with anyOf",
+    "contains", "uniqueItems", "uniqueItems of strings", "enum", "patternProperties", "unevaluatedProperties with anyOf",
     "unevaluatedProperties with if/then/else", "unevaluatedProperties with dependentSchemas",
     "unevaluatedItems with prefixItems and contains", "unevaluatedItems with oneOf")]
 

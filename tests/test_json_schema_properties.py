@@ -234,7 +234,10 @@ def arrays(draw, children):
         schema["minItems"] = low
     if high is not None:
         schema["maxItems"] = high
-    if isinstance(items, dict) and "enum" in items and all(isinstance(v, str) for v in items["enum"]):
+    # Distinct items the engine enforces: a few strings (the grammar), or strings without an upper bound (the matcher).
+    if isinstance(items, dict) and ("enum" in items and all(isinstance(v, str) for v in items["enum"])
+                                    or items.keys() <= {"type", "minLength"} and items.get("type") == "string"
+                                    and items.get("minLength", 0) <= 64):  # (longer ones are counted by rules)
         schema["uniqueItems"] = True
         return schema, st.lists(values, min_size=low, max_size=high, unique=True).filter(lambda v: len(v) >= low)
     return schema, st.lists(values, min_size=low, max_size=high if high is not None else low + 3)
