@@ -111,6 +111,10 @@ CASES = {
                 "pros": {"type": "array", "items": string(30), "maxItems": 2},
                 "summary": string(60)}),
         "Review the headphones (rating, would_recommend, pros, summary): great sound, weak battery, 4 stars.", 80),
+    "blog_tags": (  # greedy, the model writes "History of Paris" twice unless the matcher keeps the items distinct
+        closed({"title": string(60), "tags": {"type": "array", "items": {"type": "string", "minLength": 1},
+                                              "minItems": 3, "maxItems": 4, "uniqueItems": True}}),
+        "Give a blog post about the history of Paris a title and tags.", 80),
     "book": (
         closed({"title": string(60), "author": string(), "year": {"type": "integer", "minimum": 1450, "maximum": 2025},
                 "isbn": {"type": "string", "pattern": "^97[89][0-9]{10}$"},
