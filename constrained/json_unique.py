@@ -144,8 +144,7 @@ class _QuotedTokens:
                     rest = json.loads(b'"' + tail + token[:token.index(b'"')] + b'"')
                 except ValueError:  # an escaped quote, or bytes no string allows
                     continue
-                if not rest or not 0xDC00 <= ord(rest[0]) <= 0xDFFF:  # (a surrogate's second half joins the tail)
-                    found.setdefault(rest, []).append(t)
+                found.setdefault(rest, []).append(t)
         return found
 
 
