@@ -12,10 +12,10 @@ other array, so the last "[" or "]" lexeme starts or ends the items that count.
 The mask is the grammar's, less the tokens that would complete a repeated
 item. Only tokens with a quote can complete one: a token with one quote
 completes the item under way with the bytes before its quote, looked up by
-what they decode to (``_QuotedTokens.closing``); the few with more quotes (200 of 128,000
-in Llama 3) are stepped through. An item always has another ending, since
-every unfinished lexeme of a distinct terminal has infinitely many (checked
-when the schema compiles), so this leaves no dead end.
+what they decode to (``_QuotedTokens.closing``); the few with more quotes
+(230 of 128,000 in Llama 3) are stepped through. An item always has another
+ending, since every unfinished lexeme of a distinct terminal has infinitely
+many (checked when the schema compiles), so this leaves no dead end.
 """
 
 import json
