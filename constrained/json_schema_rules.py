@@ -596,8 +596,7 @@ class _Builder:
         """The values node ``i`` allows, {JSON-equality key: value}, when they are
         a few scalars; else None."""
         language = self.scalar(i)
-        if language is ANY or any(frozenset({i}) in self._product(frozenset({i}), kind).possible_labels(0)
-                                  for kind in ("object", "array")):
+        if language is ANY or not self.scalars_only(i):
             return None
         if language is None:
             return {}
@@ -608,6 +607,11 @@ class _Builder:
         if len(found) > MAX_UNIQUE or others is not None:
             return None
         return found
+
+    def scalars_only(self, i: int) -> bool:
+        """Whether no object and no array satisfies node ``i``."""
+        return not any(frozenset({i}) in self._product(frozenset({i}), kind).possible_labels(0)
+                       for kind in ("object", "array"))
 
     def _cycle(self, i: int):
         raise ConstrainedError(
@@ -1634,5 +1638,4 @@ class _ArrayProduct(_Product):
         language = builder.scalar(items)
         if language is None or language is ANY or not dfa.is_empty(dfa.difference(language, _universe()[1])):
             return False
-        return not any(frozenset({items}) in builder._product(frozenset({items}), kind).possible_labels(0)
-                       for kind in ("object", "array"))
+        return builder.scalars_only(items)
