@@ -686,6 +686,12 @@ def is_finite(a: DFA) -> bool:
     return bool(finite_after(a)[a.start])
 
 
+def endless(a: DFA) -> bool:
+    """Whether every unfinished string of ``a`` (trimmed) can end in infinitely
+    many ways: no state that is not accepting has finitely many endings."""
+    return not (finite_after(a) & ~a.accepting).any()
+
+
 def _edges(a: DFA, reverse: bool = False) -> tuple[list, list]:
     """The distinct edges of ``a`` as adjacency lists (begin, ends): the states
     one byte after s (before it, with ``reverse``) are ends[begin[s]:begin[s + 1]]."""

@@ -46,7 +46,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .constraint import Compiled
-from .dfa import DFA, finite_after, from_regex, gc_paused, is_subset
+from .dfa import DFA, endless, from_regex, gc_paused, is_subset
 from .errors import ConstrainedError
 from .grammar_index import GrammarIndex
 from .lalr import END, ParseTable, SuffixMemo
@@ -223,8 +223,7 @@ def _check_shadows(shadows: dict, terminals: dict) -> None:
     grammar_from_rules). Each shadowed language and each shadow is checked
     once, however many terminals share them."""
     for name in {terminals[name].digest: name for name in shadows}.values():
-        language = terminals[name]
-        if (finite_after(language) & ~language.accepting).any():
+        if not endless(terminals[name]):
             raise ConstrainedError(f"terminal {name} is shadowed, so every unfinished lexeme of it must have "
                                    "infinitely many endings; some have finitely many")
     pairs = {(terminals[name].digest, terminals[t].digest): (name, t) for name, by in shadows.items() for t in by}

@@ -30,7 +30,8 @@ their ``$ref``, which stands for its target alone):
 * Keywords: type, enum, const, multipleOf, minimum, maximum, exclusiveMinimum,
   exclusiveMaximum, minLength, maxLength, pattern (ECMA-262, unanchored),
   format, properties, required, additionalProperties, patternProperties,
-  propertyNames, minProperties, maxProperties, dependentRequired,
+  propertyNames, minProperties (over undeclared names too, which the matcher
+  keeps distinct), maxProperties, dependentRequired,
   dependentSchemas, items, prefixItems, additionalItems, minItems, maxItems,
   contains, minContains, maxContains, uniqueItems (where the items are a small
   finite set of scalars, or strings that never run out of endings, which the
@@ -261,7 +262,7 @@ def json_schema(schema, *, documents: dict | None = None, strict_properties: boo
                                   shadows=shadows, max_ignored=max_ignored, description=f"JSON Schema from {source}")
     if distinct is not None:
         from .json_unique import DistinctItemsGrammar
-        compiled = DistinctItemsGrammar(compiled, distinct[0], distinct[1:])
+        compiled = DistinctItemsGrammar(compiled, *distinct)
     compiled.skipped = tuple(schemas.skipped)
     compiled.uncapped = tuple(uncapped)
     compiled.ignored_keywords = tuple(sorted(schemas.ignored))

@@ -18,7 +18,9 @@ whose label in context C is L:
   the label at the end, which LR parsing allows.
 
 The product state of an object is (the declared keys done, which keyword
-sets already failed, members so far). Declared keys come in chains
+sets already failed, members so far, and the regions of undeclared names used
+where a repeated name could change the label: see _ObjectProduct; where a
+minProperties counts them, the matcher keeps those names distinct instead). Declared keys come in chains
 (_key_chains: each set's own order; with ``any_order``, cut into pieces as
 far as ORDER_STATES allows), each key at most once: a key done passes the keys its
 chains list before it, and chains interleave, so the states are the sets of
@@ -164,8 +166,9 @@ def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = Fal
                    max_string_length: int | None = None, max_items: int | None = None):
     """(rules, start rule, terminal DFAs, the terminals shadowing others,
     glued terminals, messages on where strings are not capped, and None or the
-    terminals whose lexemes must be distinct within an array with the names
-    of "[" and "]", for json_unique.py) for the values valid
+    terminals whose lexemes must be distinct within an array or object with
+    the names of the "[" and "{" and of the "]" and "}" terminals, for
+    json_unique.py) for the values valid
     under node ``root``, for grammar_from_rules (whitespace is WHITESPACE);
     ``any_order``: objects take their declared keys in any order, as far as
     ORDER_STATES and the rules allow (_key_chains), and at least in schema
@@ -246,7 +249,8 @@ class _Builder:
         self.terminal_dfas: dict = {}  # name -> DFA
         self.glued: set = set()  # terminals inside a long string: no whitespace may follow them
         self.shadows: dict = {}  # name -> the terminals that shadow it (key_terminal)
-        self.distinct: set = set()  # terminals of array items that must differ from each other (unique_value)
+        # terminals whose lexemes must differ from each other in one array or object (unique_value, key_terminal)
+        self.distinct: set = set()
         self._terminal_names: dict = {}  # (DFA digest, terminals shadowing it, distinct) -> name
         self._names: dict = {}  # key -> rule name
         self._todo: list = []  # (name, function building its alternatives)
@@ -314,11 +318,14 @@ class _Builder:
         other object shares): they shadow it instead (grammar_from_rules'
         ``shadows``): wherever it is lexed, so are the names, and a name wins,
         so that it never passes as an undeclared key. Every other string stays,
-        so the lexer can always finish an undeclared key that is not a name."""
-        if cell < 0 or not product.shadowed:
+        so the lexer can always finish an undeclared key that is not a name.
+        Undeclared keys of an object whose members are counted are distinct
+        (``_ObjectProduct.distinct_keys``)."""
+        if cell < 0:
             return self.terminal(language, "KEY")
-        names = frozenset(self.terminal(literal, "KEY") for literal in product.key_languages)
-        return self.terminal(language, "KEY", shadowed_by=names)
+        names = frozenset(self.terminal(literal, "KEY") for literal in product.key_languages) if product.shadowed \
+            else frozenset()
+        return self.terminal(language, "KEY", shadowed_by=names, distinct=product.distinct_keys)
 
     # Values.
 
@@ -352,8 +359,7 @@ class _Builder:
             region = self.scalar_region(context, label)
             if region is None:
                 return []
-            if region is ANY or self.length_split(context) is not None or (
-                    dfa.finite_after(region) & ~region.accepting).any():
+            if region is ANY or self.length_split(context) is not None or not dfa.endless(region):
                 self.schemas.refuse("uniqueItems", pointer, "its items are strings that may run out of endings "
                                     "(maxLength, enum, or a cap), or are counted by rules")
                 return self._value(context, label)  # (lenient: uniqueItems skipped)
@@ -893,8 +899,9 @@ class _Builder:
             raise ConstrainedError(
                 "no JSON value satisfies the schema: its constraints contradict each other (for example a required "
                 "property whose schema nothing satisfies, minimum above maximum, or disjoint allOf branches), or "
-                "an object would need more distinct undeclared property names than a grammar can tell apart (for "
-                "minProperties or maxProperties over undeclared names: give the names as properties)")
+                "an object would need distinct undeclared property names that the matcher cannot keep apart "
+                "(for minProperties over names that may run out of endings, such as under a propertyNames "
+                "maxLength: declare the names as properties)")
         literals: dict = {}
 
         def symbol(s: str) -> str:
@@ -919,7 +926,8 @@ class _Builder:
                 used_terminals.update(s for s in alt if s[0].isupper())
         self.shadows = {n: names for n, names in self.shadows.items() if n in used_terminals}
         self.distinct &= used_terminals
-        self.brackets = literals.get('"["'), literals.get('"]"')
+        self.brackets = ([literals[s] for s in ('"["', '"{"') if s in literals],
+                         [literals[s] for s in ('"]"', '"}"') if s in literals])
         used_terminals.update(*self.shadows.values())
         self.terminal_dfas = {n: d for n, d in self.terminal_dfas.items() if n in used_terminals}
         return rules
@@ -1406,6 +1414,10 @@ class _ObjectProduct(_Product):
         # where patternProperties and propertyNames do not split them.
         self.shadowed = bool(self.keys) and not splitters
         self.cells = [_Cell(self, strings, frozenset())] if self.shadowed else self._cells(strings, splitters)
+        # A repeated undeclared name would make a count of members wrong: where the count matters, the
+        # matcher keeps those names distinct (json_unique.py), if each can always end another way.
+        self.distinct_keys = (any(a.min_properties > 1 for a in self.sets) and bool(self.cells)
+                              and all(dfa.endless(cell.language) for cell in self.cells))
         self._misleading: dict = {}
         self.declaring = [sum(1 << j for j, atom in enumerate(self.sets)
                               if name in atom.required or any(name == p[0] for p in atom.properties)) for name in keys]
@@ -1470,14 +1482,20 @@ class _ObjectProduct(_Product):
     # so the value's context holds the requirements of every set failed so far
     # whatever the label (two contexts for one value would be a reduce/reduce
     # conflict), and each label keeps the value's labels that fail them.
+    # Where a set counts members toward a minProperties over 1, that would
+    # allow one undeclared member per region; the names are kept distinct
+    # there instead (``distinct_keys``), and none of this applies.
 
     def repeatable(self, cell: int) -> bool:
         """Whether a repeated name in ``cell`` could ever change a label."""
-        return any(a.min_properties > 1 or r not in (TRUE, FALSE) or a.max_properties is not None
-                   for r, a in zip(self.cells[cell].requirements, self.sets))
+        return not self.distinct_keys and any(
+            a.min_properties > 1 or r not in (TRUE, FALSE) or a.max_properties is not None
+            for r, a in zip(self.cells[cell].requirements, self.sets))
 
     def repeat_matters(self, cell: int, failed: int, label: frozenset) -> bool:
         """Whether a later member in ``cell`` could change the label (see above)."""
+        if self.distinct_keys:
+            return False
         if any(a.min_properties > 1 for a in self.sets):
             return True
         requirements = self.cells[cell].requirements

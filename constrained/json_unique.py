@@ -1,19 +1,21 @@
-"""uniqueItems over strings: the items of such an array are lexemes of
-terminals the schema compiler marks distinct (json_schema_rules'
-``unique_value``), and the matcher keeps each array's items, decoded, so that
-no token may complete one equal to an earlier item of the same array.
+"""Strings that must differ from the others of their array or object:
+uniqueItems over strings, and the undeclared property names of an object
+whose members are counted (minProperties). They are lexemes of terminals the
+schema compiler marks distinct (json_schema_rules' ``unique_value`` and
+``key_terminal``), and the matcher keeps those of each array and object,
+decoded, so that no token may complete one equal to an earlier one there.
 
-No grammar can do this (the items are unbounded strings), so the state of a
+No grammar can do this (the strings are unbounded), so the state of a
 matcher here is the grammar's (lexer state, parser stack) with two more
 parts: the bytes read of the distinct lexeme under way (None outside one) and
-the strings of the array's items so far. An array of such items holds no
-other array, so the last "[" or "]" lexeme starts or ends the items that count.
+the strings so far of each array and object open, innermost last ("[" and
+"{" lexemes open one, "]" and "}" close it).
 
 The mask is the grammar's, less the tokens that would complete a repeated
-item. Only tokens with a quote can complete one: a token with one quote
-completes the item under way with the bytes before its quote, looked up by
+string. Only tokens with a quote can complete one: a token with one quote
+completes the string under way with the bytes before its quote, looked up by
 what they decode to (``_QuotedTokens.closing``); the few with more quotes
-(230 of 128,000 in Llama 3) are stepped through. An item always has another
+(230 of 128,000 in Llama 3) are stepped through. A string always has another
 ending, since every unfinished lexeme of a distinct terminal has infinitely
 many (checked when the schema compiles), so this leaves no dead end.
 """
@@ -31,43 +33,47 @@ _TOKENS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # vocabulary -
 
 
 class DistinctItemsGrammar(Grammar):
-    """A JSON Schema grammar whose arrays of ``distinct`` terminals (names)
-    must not repeat an item; ``brackets`` names the "[" and "]" terminals."""
+    """A JSON Schema grammar whose arrays and objects must not repeat a lexeme
+    of the ``distinct`` terminals (names); ``opening`` and ``closing`` name the
+    terminals of "[" and "{", and of "]" and "}"."""
 
-    def __init__(self, grammar: Grammar, distinct: frozenset, brackets: tuple):
+    def __init__(self, grammar: Grammar, distinct: frozenset, opening: tuple, closing: tuple):
         super().__init__(grammar.lark, grammar.language, grammar.description, grammar._lark_lexes)
         index = {name: k for k, name in enumerate(self.language.names)}
         self.distinct = frozenset(index[name] for name in distinct)
-        self.brackets = frozenset(index[name] for name in brackets if name in index)
+        self.opening = frozenset(index[name] for name in opening if name in index)
+        self.closing = frozenset(index[name] for name in closing if name in index)
 
     def _new_matcher(self, index) -> "DistinctItemsMatcher":
         return DistinctItemsMatcher(index, self)
 
     def start(self) -> tuple:
-        return (*self.language.start(), None, frozenset())
+        return (*self.language.start(), None, (frozenset(),))
 
     def step(self, state: tuple, data: bytes):
         """The state after ``data`` (see the module's doc), or None where the
         grammar refuses it or it repeats an item."""
-        q, stack, under_way, items = state
+        q, stack, under_way, seen = state
         emitted: list = []
         after = self.language.step(q, stack, data, emitted)
         if after is None:
             return None
         start, before = 0, under_way or b""
         for term, end in emitted:
-            if term in self.brackets:
-                items = frozenset()
+            if term in self.opening:
+                seen = (*seen, frozenset())
+            elif term in self.closing:
+                seen = seen[:-1]
             elif term in self.distinct:
                 item = json.loads(before + data[start:end])
-                if item in items:
+                if item in seen[-1]:
                     return None
-                items = items | {item}
+                seen = (*seen[:-1], seen[-1] | {item})
             start, before = end, b""
         q, stack = after
         read = before + data[start:]
         inside = read and any(k in self.distinct for k in self.language.lexer.alive_terminals[q])
-        return q, stack, read if inside else None, items
+        return q, stack, read if inside else None, seen
 
     def matches(self, text: str) -> bool:
         state = self.step(self.start(), text.encode())
@@ -77,7 +83,8 @@ class DistinctItemsGrammar(Grammar):
 class DistinctItemsMatcher(GrammarMatcher):
     """GrammarMatcher over the states of DistinctItemsGrammar.step."""
 
-    refused = "by the grammar, or repeats an item of an array whose items must be unique"
+    refused = ("by the grammar, or repeats a string that must be unique (an item of a uniqueItems array, or an "
+               "undeclared property name where members are counted)")
 
     def __init__(self, index, grammar: DistinctItemsGrammar):
         super().__init__(index, grammar.start())
@@ -95,16 +102,17 @@ class DistinctItemsMatcher(GrammarMatcher):
         state = self._states[-1]
         if state is None:
             return words
-        _, _, under_way, items = state
-        # a token repeats an item only if it completes one, and two it completes may be equal
-        quotes = 2 if items else 3 if under_way is not None else 4
+        _, _, under_way, seen = state
+        earlier = seen[-1]
+        # a token repeats a string only if it completes one, and two it completes may be equal
+        quotes = 2 if any(seen) else 3 if under_way is not None else 4
         stepped = self._quoted.with_quotes(quotes)
         stepped = stepped[(words[stepped >> 5] >> (stepped & 31) & 1).astype(bool)]
         repeating = [t for t in stepped.tolist() if self._step(state, t) is None]
-        if under_way is not None and items:
+        if under_way is not None and earlier:
             done, tail = _decoded(under_way)
             closing = self._quoted.closing(tail)
-            for item in items:
+            for item in earlier:
                 if item.startswith(done):
                     repeating += closing.get(item[len(done):], ())
         if not repeating:

@@ -94,6 +94,9 @@ CASES = [
      [[], ["a", "b", 1], [1.5, 1]], [["a", "a"], [1, 1.0], ["c"]]),
     ("uniqueItems of strings", {"type": "array", "items": {"type": "string"}, "uniqueItems": True, "minItems": 1},
      [["a"], ["a", "b", "A"], ["é", "e"], ["", " ", "\""]], [[], ["a", "a"], ["a", "b", "a"], ["é", "é"], ["", ""], [1]]),
+    ("minProperties over undeclared names", {"type": "object", "additionalProperties": {"type": "string"},
+                                             "minProperties": 2},
+     [{"a": "x", "b": "y"}, {"": "", " ": "", "é": "e", "e\u0301": "é"}], [{}, {"a": "x"}, {"a": "x", "b": 1}]),
     ("uniqueItems of strings, array by array",
      {"type": "array", "items": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$"}, "uniqueItems": True}},
      [[["a", "b"], ["a", "b"]], [["ab"], [], ["ab", "abc"]]], [[["a", "a"]], [["a"], ["b", "c", "b"]], [["A"]]]),
@@ -711,8 +714,45 @@ def test_one_undeclared_member_per_region_only_where_repeats_matter():
                    {"x": "1", "y": "2"})
     assert accepts(compiled({"maxProperties": 3}), {"x": 1, "y": 2, "z": 3})
     assert accepts(compiled({"minProperties": 2, "properties": {"a": {}}}), {"a": 1, "y": 2})
-    with pytest.raises(ConstrainedError, match="distinct undeclared property names"):  # no object, so no value
-        json_schema({"type": "object", "minProperties": 2})
+    # Names of at most one character could run out (every one taken), so they are not kept distinct:
+    # one undeclared member only, so no object, so no value.
+    with pytest.raises(ConstrainedError, match="distinct undeclared property names"):
+        json_schema({"type": "object", "propertyNames": {"maxLength": 1}, "minProperties": 2})
+
+
+def test_counted_objects_keep_their_undeclared_names_distinct():
+    """Where members count toward a minProperties over 1, a repeated name would
+    count twice though a parser keeps one member: the matcher keeps each
+    object's undeclared names distinct instead, however spelled, object by
+    object (json_unique.py)."""
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}},
+              "additionalProperties": {"type": "object", "minProperties": 2}, "minProperties": 3}
+    grammar = compiled(schema)
+    for text in ['{"a": 1, "x": {"a": 1, "b": 2}, "y": {"a": 1, "b": 2}}',
+                 '{"a": 2, "x": {"x": 1, "y": []}, "y": {"x": {}, "z": 2}}',
+                 '{"x": {"b": 1, "\u0061": 2}, "y": {"p": [], "q": {"p": 1, "q": 2}}, "\u0078y": {"x": 1, "y": 2}}']:
+        assert valid(schema, json.loads(text)) and grammar.matches(text), text
+    for text in ['{"a": 1, "x": {"a": 1, "b": 2}, "x": {"a": 1, "b": 2}}',
+                 '{"x": {"b": 1, "b": 2}, "y": {"a": 1, "b": 2}}',
+                 '{"x": {"a": 1, "\u0061": 2}, "y": {"a": 1, "b": 2}}', '{"a": 1, "x": {"a": 1, "b": 2}}']:
+        assert not valid(schema, json.loads(text)) and not grammar.matches(text), text
+
+
+def test_the_mask_keeps_an_object_from_repeating_an_undeclared_name(tokenizers):
+    tok = tokenizers("llama3")
+    vocab = constrained.vocabulary(tok)
+    token = {t: vocab.tokens.index(t) for t in [b'{"', b'":', b' "', b'x', b'",', b'""', b'":"', b'a', b'"}']}
+    matcher = compiled({"type": "object", "additionalProperties": {"type": "string"}, "minProperties": 2}).matcher(tok)
+    for t in [b'{"', b'":', b' "', b'x', b'",']:  # {"": "x",
+        matcher.advance(token[t])
+    assert not matcher.is_allowed(token[b'""'])  # the name "" again, in one token
+    matcher.advance(token[b' "'])
+    assert not matcher.is_allowed(token[b'":']) and not matcher.is_allowed(token[b'":"'])  # it would close "" again
+    with pytest.raises(ConstrainedError, match="repeats a string that must be unique"):
+        matcher.advance(token[b'":'])
+    for t in [b'a', b'":"', b'x', b'"}']:
+        matcher.advance(token[t])
+    assert matcher.is_accepting() and matcher.text() == '{"": "x", "a":"x"}'
 
 
 def test_many_combined_object_schemas_compile(monkeypatch):
@@ -966,7 +1006,7 @@ def test_the_mask_keeps_an_array_from_repeating_a_string_item(tokenizers):
     matcher.advance(token[b'...'])
     assert not any(matcher.is_allowed(token[t]) for t in [b'"', b'",', b'"]'])
     assert matcher.is_allowed(token[b'.']) and matcher.is_allowed(token[b'..."'])  # "...." and "......" are new
-    with pytest.raises(ConstrainedError, match="repeats an item"):
+    with pytest.raises(ConstrainedError, match="repeats a string that must be unique"):
         matcher.advance(token[b'"]'])
     matcher.advance(token[b'.'])
     matcher.advance(token[b'"]'])
@@ -1038,7 +1078,8 @@ JSON_VALUES = st.recursive(
 
 SOUNDNESS_SCHEMAS = [c[1] for c in CASES if c[0] in (
     "oneOf objects", "oneOf overlapping objects", "not object", "if/then/else", "allOf", "dependentSchemas",
-    "contains", "uniqueItems", "uniqueItems of strings", "enum", "patternProperties", "unevaluatedProperties with anyOf",
+    "contains", "uniqueItems", "uniqueItems of strings", "minProperties over undeclared names", "enum",
+    "patternProperties", "unevaluatedProperties with anyOf",
     "unevaluatedProperties with if/then/else", "unevaluatedProperties with dependentSchemas",
     "unevaluatedItems with prefixItems and contains", "unevaluatedItems with oneOf")]
 

@@ -27,6 +27,7 @@ from constrained.json_schema import json_schema
 from schema_checks import exact_float
 
 NAMES = ["id", "name", "tags", "price", "a", "b", "x-y", "é", "a b"]
+OTHER_NAMES = ["other", "ids", "", "\u00e9\u00e9", "x"]  # undeclared ones
 CHARACTERS = st.characters(codec="utf-8")  # no lone surrogates: json_strings leaves them out, on purpose
 
 # Any JSON value, for the schema ``true`` and for undeclared properties.
@@ -211,14 +212,20 @@ def objects(draw, children):
         schema["additionalProperties"] = False
     elif additional == "schema":
         schema["additionalProperties"], extra = draw(scalars)
+    # Counted members, undeclared ones too (whose names the matcher keeps distinct).
+    least = draw(st.integers(0, 3)) if additional != "false" else 0
+    if least > 1:
+        schema["minProperties"] = least
 
     @st.composite
     def values(draw):
         members = [(n, draw(p[1])) for n, p in properties.items()
                    if p is not False and (n in required or draw(st.booleans()))]
-        if additional != "false" and draw(st.booleans()):
-            # Undeclared members may come anywhere between the declared ones.
-            members.insert(draw(st.integers(0, len(members))), ("other", draw(extra)))
+        if additional != "false":
+            others = draw(st.lists(st.sampled_from(OTHER_NAMES), unique=True, max_size=3,
+                                   min_size=max(0, least - len(members))))
+            for name in others:  # undeclared members may come anywhere between the declared ones
+                members.insert(draw(st.integers(0, len(members))), (name, draw(extra)))
         return dict(members)
 
     return schema, values()
