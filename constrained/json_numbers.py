@@ -27,7 +27,10 @@ with any exponent). Outside it, "not an integer" cannot be told from "not
 written the way integer() reads": ``10e-1`` is 1, an integer that integer()
 leaves out. So a value that must fail a language made by bounds, integer,
 multipleOf or a numeric enum/const (not, oneOf, a label that leaves a schema
-out) is never a number outside DECIDED (json_schema_rules.undecided).
+out) is never a number outside DECIDED (json_schema_rules.undecided), or,
+where only bounds and enum/const made it, outside DECIDED_BY_VALUE, which
+adds normalised scientific notation (``1e+16``, what json.dumps writes for
+large and small floats).
 
 Bounds may be int, float or Decimal; a float is read as the shortest decimal
 that prints as it (``0.1`` is 0.1, as it was written in the schema).
@@ -50,6 +53,7 @@ _PLAIN = f"{_INT}{_FRACTION}"
 _SCIENTIFIC = f"[1-9]{_FRACTION}{_EXPONENT}"
 _ZERO_EXPONENT = rf"0(?:\.0+)?{_EXPONENT}"
 DECIDED = f"-?(?:{_PLAIN}|{_ZERO_EXPONENT})"
+DECIDED_BY_VALUE = f"-?(?:{_PLAIN}|{_ZERO_EXPONENT}|{_SCIENTIFIC})"
 
 
 def _alternatives(*parts) -> str | None:

@@ -201,6 +201,8 @@ class Node:
     leading: tuple = ()
     string_lengths: tuple | None = None  # (minLength, maxLength or None) where only lengths restrict its strings
     format: str | None = None  # the format its strings meet
+    # whether its numbers meet integer or multipleOf, which read scientific notation in part (json_numbers)
+    counts_digits: bool = False
 
     @property
     def long_string(self) -> tuple | None:
@@ -518,7 +520,9 @@ class Schemas:
             parts.append(scalar_literal(True))
             parts.append(scalar_literal(False))
         if "number" in types or "integer" in types:
-            parts.append(self._number(schema, pointer, integer="number" not in types))
+            integer = "number" not in types
+            node.counts_digits = integer or "multipleOf" in schema
+            parts.append(self._number(schema, pointer, integer=integer))
         if "string" in types:
             parts.append(self._string(schema, pointer, node))
         parts = [p for p in parts if p is not None]

@@ -132,14 +132,14 @@ def _minus(a, b, undecided=None):
 
 
 @lru_cache(maxsize=64)
-def _undecided_texts(formats: frozenset, numbers: bool):
+def _undecided_texts(formats: frozenset, decided_numbers: str | None):
     """The JSON texts on which the automaton of one of ``formats`` may be wrong
-    (json_formats.UNDECIDED), and with ``numbers`` the numbers that bounds,
-    integer, multipleOf and numeric enum/const may read wrong (outside
-    json_numbers.DECIDED), or None."""
+    (json_formats.UNDECIDED), and the numbers outside ``decided_numbers`` (a
+    regex: those bounds, integer, multipleOf and numeric enum/const read right,
+    json_numbers.DECIDED...), or None."""
     parts = [json_strings.matching(json_formats.UNDECIDED[f]) for f in sorted(formats & json_formats.UNDECIDED.keys())]
-    if numbers:
-        parts.append(dfa.difference(json_numbers.number(), dfa.from_regex(json_numbers.DECIDED)))
+    if decided_numbers:
+        parts.append(dfa.difference(json_numbers.number(), dfa.from_regex(decided_numbers)))
     return dfa.union(*parts) if parts else None
 
 
@@ -589,8 +589,11 @@ class _Builder:
         key = frozenset(nodes)
         if key not in self._undecided:
             closure = self.closure(key)
-            self._undecided[key] = _undecided_texts(frozenset(self.schemas.node(j).format for j in closure) - {None},
-                                                    any(self._numbers_in_part(j) for j in closure))
+            nodes = [self.schemas.node(j) for j in closure]
+            numbers = [n for j, n in zip(closure, nodes) if self._numbers_in_part(j)]
+            decided = None if not numbers else json_numbers.DECIDED if any(n.counts_digits for n in numbers) \
+                else json_numbers.DECIDED_BY_VALUE
+            self._undecided[key] = _undecided_texts(frozenset(n.format for n in nodes) - {None}, decided)
         return self._undecided[key]
 
     def _numbers_in_part(self, i: int) -> bool:
