@@ -204,7 +204,8 @@ UNDECIDED = {
     "iri-reference": rf"(?s:.*[\U00010000-\U0010FFFF].*)|{_HAS_BRACKET}",
 }
 _NOT_REGULAR = {
-    "regex": "the language of ECMA-262 regular expressions is not regular (nested parentheses)",
+    "regex": ("the language of ECMA-262 regular expressions is not regular (nested parentheses): grammar rules "
+              "take it, on its own only (no minLength, maxLength, pattern, enum or const beside it)"),
     "idn-hostname": "IDNA2008's rules (contextual code points, bidi) are not supported",
     "idn-email": "IDNA2008's rules (contextual code points, bidi) are not supported",
 }

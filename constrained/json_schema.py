@@ -29,9 +29,10 @@ their ``$ref``, which stands for its target alone):
 
 * Keywords: type, enum, const, multipleOf, minimum, maximum, exclusiveMinimum,
   exclusiveMaximum, minLength, maxLength, pattern (ECMA-262, unanchored),
-  format, properties, required, additionalProperties, patternProperties,
-  propertyNames, minProperties (over undeclared names too, which the matcher
-  keeps distinct), maxProperties, dependentRequired,
+  format ("regex" by grammar rules: json_regex.py), properties, required,
+  additionalProperties, patternProperties, propertyNames, minProperties
+  (over undeclared names too, which the matcher keeps distinct),
+  maxProperties, dependentRequired,
   dependentSchemas, items, prefixItems, additionalItems, minItems, maxItems,
   contains, minContains, maxContains, uniqueItems (where the items are a small
   finite set of scalars, or strings that never run out of endings, which the
@@ -203,6 +204,7 @@ class Node:
     format: str | None = None  # the format its strings meet
     # whether its numbers meet integer or multipleOf, which read scientific notation in part (json_numbers)
     counts_digits: bool = False
+    regex_strings: bool = False  # its strings are those of format "regex": derived by rules (json_regex.py)
 
     @property
     def long_string(self) -> tuple | None:
@@ -564,8 +566,8 @@ class Schemas:
 
     def _string(self, schema: dict, pointer: str, node: Node):
         """The DFA of the strings the schema's string keywords allow, or None for
-        long ones (``node.long_string``); sets ``node.string_lengths`` where only
-        lengths restrict them."""
+        long ones (``node.long_string``) and regexes (``node.regex_strings``);
+        sets ``node.string_lengths`` where only lengths restrict them."""
         args = {}
         for key, name in (("minLength", "min_length"), ("maxLength", "max_length")):
             if key in schema:
@@ -578,6 +580,9 @@ class Schemas:
         if args.get("format") not in (None,) + SPEC_FORMATS:  # a custom format only annotates
             self.ignored.add(f"format {args.pop('format')!r} at {where(pointer)}")
         node.format = args.get("format")
+        if node.format == "regex" and set(args) == {"format"} and not schema.keys() & {"enum", "const"}:
+            node.regex_strings = True  # no DFA takes them: grammar rules do (json_schema_rules.regex_rest)
+            return None
         if set(args) <= {"min_length", "max_length"}:
             node.string_lengths = args.get("min_length", 0), args.get("max_length")
             if node.long_string:

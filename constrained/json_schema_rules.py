@@ -58,6 +58,7 @@ place and other, overlapping ones elsewhere would let the lexer pick a
 terminal that is wrong for the stack at hand.
 """
 
+import dataclasses
 import itertools
 import json
 import math
@@ -65,7 +66,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from . import dfa, json_formats, json_numbers, json_strings
+from . import dfa, json_formats, json_numbers, json_regex, json_strings
 from .errors import ConstrainedError
 from .json_references import where
 from .json_schema import ANY, FALSE, TRUE, ArrayAtom, Node, Schemas, scalar_literal
@@ -260,6 +261,7 @@ class _Builder:
         self._products: dict = {}
         self._partitions: dict = {}
         self._length_splits: dict = {}
+        self._regex_labels: dict = {}  # context -> regex_labels()
         self._shapers: dict = {}
         self._undecided: dict = {}  # frozenset of nodes -> undecided()
         self._in_part: dict = {}  # node -> whether its scalars read numbers in part (_reads_numbers_in_part)
@@ -369,14 +371,19 @@ class _Builder:
     def _cap(self, context):
         """The cap node for values in ``context``: strings and arrays, or where
         strings meet a pattern, format, enum or const and the cap on them makes
-        automata too large to compile, arrays only (listed in ``uncapped``)."""
+        automata too large to compile, or are regexes (whose rules count no
+        code points), arrays only (listed in ``uncapped``)."""
         strings, arrays = self.caps
         if strings is None:
             return arrays
         if context not in self._caps_chosen:
             self._caps_chosen[context] = strings
             pointer = self._shaped_by(context)
-            if pointer is not None:
+            if pointer is not None and self.regex_labels(context) is not None:
+                self._caps_chosen[context] = arrays
+                self.uncapped.append(f"strings of format 'regex' at {where(pointer)} are not capped: grammar rules "
+                                     "take them, which count no code points")
+            elif pointer is not None:
                 try:
                     self.partition(context | {strings})
                 except ConstrainedError:
@@ -390,13 +397,14 @@ class _Builder:
     def _value(self, context, label) -> list:
         alternatives = []
         lengths = self.length_split(context)
-        region = self.scalar_region(context, label, nonstring=lengths is not None)
+        regexes = self.regex_labels(context) if lengths is None else None
+        region = self.scalar_region(context, label, nonstring=lengths is not None or regexes is not None)
         if region is not None:
             alternatives.append((self.terminal(_universe()[0] if region is ANY else region, "SCALAR"),))
         if lengths is not None and lengths.get(label):
-            opening = self.terminal(dfa.literal(b'"'), "OPEN")
-            self.glued.add(opening)
-            alternatives.append((opening, self.long_string(tuple(lengths[label]))))
+            alternatives.append((self._opening(), self.long_string(tuple(lengths[label]))))
+        if regexes is not None:
+            alternatives += self._regex_strings(context, label, *regexes)
         obj = self.object_start(context, label)
         if obj is not None:
             alternatives.append(('"{"', obj))
@@ -427,6 +435,11 @@ class _Builder:
         return language
 
     def _combined_scalar(self, node, nonstring: bool):
+        if node.regex_strings and not nonstring:  # (see regex_labels)
+            self.schemas.refuse("format", node.pointer, "format 'regex' is enforced only where a string must meet "
+                                "it and no other string keyword applies: not under not, nor where oneOf or anyOf "
+                                "tell strings apart by it, nor for names, unique items or capped strings")
+            node = dataclasses.replace(node, scalar=_or([node.scalar, _universe()[1]]), regex_strings=False)
         if nonstring:
             language = _and(node.scalar, _universe()[2])
         elif node.long_string is not None:
@@ -511,12 +524,20 @@ class _Builder:
     def _string_kind(self, node):
         """Whether a node's own keywords allow every string (True), none (False),
         or only some (None)."""
+        if node.regex_strings:
+            return None
         if node.scalar is None or node.scalar is ANY:
             return node.scalar is ANY
         strings = _universe()[1]
         if dfa.is_empty(dfa.intersect(node.scalar, strings)):
             return False
         return True if dfa.is_empty(dfa.difference(strings, node.scalar)) else None
+
+    def _opening(self) -> str:
+        """The opening quote of a string whose text is lexed in pieces (glued)."""
+        opening = self.terminal(dfa.literal(b'"'), "OPEN")
+        self.glued.add(opening)
+        return opening
 
     def long_string(self, lengths: tuple) -> str:
         """The rest of a string after its opening quote, for strings whose number
@@ -581,6 +602,57 @@ class _Builder:
             # what may follow it, string tails of other lengths included.
             return symbols
         return (self._rule(("run", unit.key, spans), "count", lambda: [symbols]),)
+
+    # Strings of format "regex": a grammar, not a DFA (json_regex.py).
+
+    def regex_labels(self, context):
+        """Where a schema of ``context`` takes strings of format "regex" and
+        every other one takes all strings or none: (the label of those
+        strings, the label of the others); else None (strings are classified
+        by DFAs, and a regex format among them is refused, _combined_scalar)."""
+        if context not in self._regex_labels:
+            order = self.closure(context)
+            nodes = [self.schemas.node(i) for i in order]
+            kinds = {i: self._string_kind(n) for i, n in zip(order, nodes) if not n.regex_strings}
+            found = None
+            if len(kinds) < len(order) and None not in kinds.values() and not any(n.long_string for n in nodes):
+                found = tuple(_label(self.schemas, order, kinds | {i: valid for i, n in zip(order, nodes)
+                                                                  if n.regex_strings}, context)
+                              for valid in (True, False))
+            self._regex_labels[context] = found
+        return self._regex_labels[context]
+
+    def _regex_strings(self, context, label, regexes: frozenset, others: frozenset) -> list:
+        """The strings of ``label`` where ``regex_labels`` are (``regexes``, ``others``)."""
+        if label == regexes == others:  # (the format decides nothing here)
+            return [(self.terminal(_universe()[1], "SCALAR"),)]
+        if label == regexes:
+            return [(self._opening(), self.regex_rest())]
+        if label == others:
+            pointer = next(self.schemas.node(i).pointer for i in self.closure(context)
+                           if self.schemas.node(i).regex_strings)
+            self.schemas.refuse("format", pointer, "format 'regex' is enforced only where a string must meet it: "
+                                "the strings that fail it are no grammar's (not under not, nor where oneOf or "
+                                "anyOf tell strings apart by it)")
+        return []
+
+    def regex_rest(self) -> str:
+        """The rest of a string of format "regex" after its opening quote: its
+        pieces as glued terminals, groups nested by rules (json_regex.py)."""
+        def glued(name: str) -> str:
+            terminal = self.terminal(json_regex.piece(name), "REGEX")
+            self.glued.add(terminal)
+            return terminal
+
+        def rule(name: str, build) -> str:
+            return self._rule(("regex", name), "regex", build)
+
+        body = rule("body", lambda: [(alternative,), (alternative, glued("bar"), body)])
+        alternative = rule("alternative", lambda: [(), (term, alternative)])
+        term = rule("term", lambda: [(glued("assertion"),), (glued("lookahead"), body, glued("close_group")), (atom,),
+                                     (atom, glued("quantifier"))])
+        atom = rule("atom", lambda: [(glued("atom"),), (glued("group"), body, glued("close_group"))])
+        return rule("string", lambda: [(body, _QUOTE)])
 
     def undecided(self, nodes) -> object:
         """The texts on which the scalar languages of ``nodes`` may be wrong
@@ -680,7 +752,9 @@ class _Builder:
             return [frozenset(ids[k] for k in range(len(ids)) if mask >> k & 1) for mask in range(1 << len(ids))]
         context = frozenset(ids)
         lengths = self.length_split(context)
-        labels = set(self.partition(context, nonstring=lengths is not None).labels()) | set(lengths or ())
+        regexes = self.regex_labels(context) if lengths is None else None
+        labels = (set(self.partition(context, nonstring=lengths is not None or regexes is not None).labels())
+                  | set(lengths or ()) | set(regexes or ()))
         for kind in ("object", "array"):
             labels |= self._product(context, kind).possible_labels(0)
         return sorted(labels, key=sorted)

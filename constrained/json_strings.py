@@ -342,7 +342,13 @@ def _meet(automata: list, what: str) -> DFA:
 def matching(regex: str, *, escapes: str = "dumps") -> DFA:
     """The JSON texts of the strings that fully match ``regex`` (Python syntax,
     code points)."""
-    return _quoted(_content(regex, _encoding(escapes), f"regex {regex!r}"))
+    return _quoted(content(regex, escapes=escapes))
+
+
+def content(regex: str, *, escapes: str = "dumps") -> DFA:
+    """The JSON text between the quotes of the strings that fully match
+    ``regex`` (Python syntax, code points)."""
+    return _content(regex, _encoding(escapes), f"regex {regex!r}")
 
 
 def string_literal(value: str, *, escapes: str = "dumps") -> DFA:

@@ -8,6 +8,7 @@ import graphlib
 import itertools
 import json
 import math
+import re
 from types import SimpleNamespace
 
 import jsonschema
@@ -176,6 +177,11 @@ CASES = [
     ("draft 2020-12 integers may have a zero fraction", {"properties": {"n": {"type": "integer", "minimum": 0}}},
      [{"n": 12345}, {"n": 12345.0}], [{"n": 1.5}, {"n": -1}]),
     ("format applies to strings only", {"format": "email"}, ["a@b.c", 12, 13.7, None, False, {}, []], ["no at sign"]),
+    ("format regex", {"type": "object", "properties": {"match": {"type": "string", "format": "regex"}}},
+     [{"match": r"^[a-zA-Z0-9_]{3,16}$"}, {"match": ""}, {"match": r"(a|b)*\d+(?:x)?$"}, {"match": '"é"|[^\\"]'},
+      {"match": r"^\s*(it|describe)\(\s*['\"]([^'\"]+)['\"]"}, {"match": r"[-a-c\]]{2}?(?!x)"}],
+     [{"match": "*"}, {"match": "\\"}, {"match": "("}, {"match": "a)"}, {"match": "[z-a]"}, {"match": "a{3,2}"},
+      {"match": "a**"}, {"match": "^(abc]"}, {"match": 1}]),
     ("unevaluatedProperties with $ref and allOf", {"$defs": {"base": {"properties": {"a": {"type": "integer"}}}},
                                                    "$ref": "#/$defs/base", "allOf": [{"properties": {"b": {}}}],
                                                    "unevaluatedProperties": False},
@@ -937,6 +943,12 @@ def test_pydantic_model():
     ({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"}, "refers to itself"),
     ({"$ref": "#/$defs/b", "$defs": {"b": {"$ref": "#/$defs/b"}}}, "cycle"),
     ({"type": "string", "format": "idn-hostname"}, "'format' at the schema root"),
+    # Strings of format regex are a grammar's, and no grammar takes those that fail it, nor DFAs them.
+    ({"not": {"format": "regex"}}, "'format' at /not: format 'regex' is enforced only where a string must meet it"),
+    ({"oneOf": [{"format": "regex"}, {"type": "string"}]}, "'format' at /oneOf/0"),
+    ({"propertyNames": {"format": "regex"}}, "'format' at /propertyNames"),
+    ({"type": "array", "items": {"format": "regex"}, "uniqueItems": True}, "'format' at /items"),
+    ({"type": "string", "format": "regex", "maxLength": 20}, "'format' at the schema root"),
     ({"properties": {"tags": {"anyOf": [{"type": "string", "maxLength": 200}, {"type": "string", "format": "email"}]}}},
      "at /properties/tags (its type, string, number, enum and combinator keywords together) are too complex"),
     ("{not json", "not valid JSON"),
@@ -1026,6 +1038,29 @@ def test_the_mask_keeps_an_array_from_repeating_a_string_item(tokenizers):
     assert matcher.is_accepting() and matcher.text() == '["...","...."]'
     matcher.rollback(2)
     assert not matcher.is_allowed(token[b'"]'])
+
+
+def test_format_regex_takes_what_both_ecma_262_and_python_take():
+    """The format means ECMA-262; jsonschema's checker compiles with Python's
+    re. Each takes forms the other refuses, and those are left out."""
+    grammar = compiled({"type": "string", "format": "regex"})
+    for regex in ["(?<n>x)", "(?<n>a)\\k<n>", "[]", "[^]", "\\cA", "(?<=a+)b", "a{,5}"]:  # ECMA-262 only
+        assert not accepts(grammar, regex), regex
+    for regex in ["(?P<n>x)", "(?i)a", "\\A", "\\Z", "(?#c)", "a{2"]:  # Python only (or Annex B)
+        re.compile(regex)
+        assert not accepts(grammar, regex), regex
+    assert not accepts(grammar, "(?=a)*")  # a quantified lookahead: both take it, but ECMA-262 only in Annex B
+    for regex in ["\\u00e9\\x41[\\b\\-]", "😀+|[é-]", "a{0,99}?", "\\/\\'\\ \\~"]:
+        re.compile(regex)
+        assert accepts(grammar, regex) and accepts(grammar, regex, ensure_ascii=False), regex
+
+
+def test_caps_leave_regex_strings_uncapped():
+    grammar = json_schema({"type": "array", "items": {"type": "string", "format": "regex"}},
+                          max_string_length=2, max_items=2)
+    assert grammar.uncapped == ("strings of format 'regex' at /items are not capped: grammar rules take them, "
+                                "which count no code points",)
+    assert accepts(grammar, ["abc+"]) and not accepts(grammar, ["a", "b", "c"]) and not accepts(grammar, ["("])
 
 
 def test_caps_leave_unique_strings_uncapped():

@@ -345,13 +345,13 @@ def token_kinds(tokenizer):
 
 
 def closing_tokens(tokenizer, schema) -> np.ndarray:
-    """Tokens that help a walk end: '"', '}' and ']' (which end a string,
-    object or array where they are allowed, or add one character to a string),
-    and the pieces of the schema's property names as keys ('"name":'), which a
+    """Tokens that help a walk end: '"', '}', ']' and ')' (which end a string,
+    object, array or a regex's group where they are allowed, or add one
+    character to a string), and the pieces of the schema's property names as keys ('"name":'), which a
     walk needs to spell to satisfy "required"."""
     _, visible, ids = token_kinds(tokenizer)
     out = np.zeros(len(visible), bool)
-    spellings = [b'"', b"}", b"]"] + [json.dumps(name).encode() + b":" for name in property_names(schema)]
+    spellings = [b'"', b"}", b"]", b")"] + [json.dumps(name).encode() + b":" for name in property_names(schema)]
     for text in spellings:
         for i in range(len(text)):
             for j in range(i + 1, len(text) + 1):
@@ -405,6 +405,54 @@ def object_unions(draw):
 @given(part=schemas, seed=st.integers(0, 2**32 - 1))
 def test_random_walks_are_valid(tokenizers, part, seed):
     check_random_walks(tokenizers, part[0], seed)
+
+
+# Strings of format "regex" (json_regex.py): built from the subset of ECMA-262 that Python's re compiles too.
+REGEX_SYNTAX = "^$\\.*+?()[]{}|"
+_RANGE_ENDS = [c for c in map(chr, range(0x20, 0x7F)) if c not in "\\][-^"]
+_PUNCTUATION = [c for c in map(chr, range(0x20, 0x7F)) if not c.isalnum() and c != "_"]
+_ESCAPES = (st.sampled_from(list("dDwWsSnrtfv") + _PUNCTUATION).map(lambda c: "\\" + c)
+            | st.integers(0, 255).map(lambda n: f"\\x{n:02X}") | st.integers(0, 0xFFFF).map(lambda n: f"\\u{n:04x}"))
+_CLASS_ITEMS = (st.characters(codec="utf-8", exclude_characters="\\][-^")
+                | st.tuples(st.sampled_from(_RANGE_ENDS), st.sampled_from(_RANGE_ENDS)).map(lambda p: "-".join(sorted(p)))
+                | st.sampled_from(list("dDwWsSnrtfvb") + _PUNCTUATION).map(lambda c: "\\" + c))
+_CLASSES = st.builds(lambda negated, first, items, last: f"[{negated}{first}{''.join(items)}{last}]",
+                     st.sampled_from(["", "^"]), st.sampled_from(["", "-"]), st.lists(_CLASS_ITEMS, min_size=1, max_size=3),
+                     st.sampled_from(["", "-"]))
+_COUNTS = st.integers(0, 99)
+_QUANTIFIERS = st.builds(lambda q, lazy: q + lazy, st.sampled_from(["*", "+", "?"]) | _COUNTS.map("{{{}}}".format)
+                         | _COUNTS.map("{{{},}}".format) | st.tuples(_COUNTS, _COUNTS).map(lambda p: "{%d,%d}" % tuple(sorted(p))),
+                         st.sampled_from(["", "?"]))
+_REGEX_BODY = st.deferred(lambda: st.lists(_REGEX_ALTERNATIVE, max_size=3).map("|".join))
+_REGEX_ATOM = (st.characters(codec="utf-8", exclude_characters=REGEX_SYNTAX) | st.just(".") | _ESCAPES | _CLASSES
+               | st.builds(lambda group, body: group + body + ")", st.sampled_from(["(", "(?:"]), _REGEX_BODY))
+_REGEX_TERM = (st.sampled_from(["^", "$", "\\b", "\\B"]) | st.builds(lambda a, q: a + q, _REGEX_ATOM, st.just("") | _QUANTIFIERS)
+               | st.builds(lambda look, body: look + body + ")", st.sampled_from(["(?=", "(?!"]), _REGEX_BODY))
+_REGEX_ALTERNATIVE = st.lists(_REGEX_TERM, max_size=4).map("".join)
+REGEX_SCHEMA = {"type": "string", "format": "regex"}
+
+
+@given(regex=_REGEX_BODY, ascii_only=st.booleans())
+def test_regexes_of_the_subset_are_accepted(regex, ascii_only):
+    re.compile(regex)  # (the strategy draws valid ones)
+    assert compiled(json.dumps(REGEX_SCHEMA)).matches(json.dumps(regex, ensure_ascii=ascii_only)), regex
+
+
+@given(text=st.text(st.sampled_from(list(REGEX_SYNTAX + "-,:=!/\"ab01bBdux")), max_size=12)
+       | _REGEX_BODY.flatmap(lambda r: st.builds(lambda i, c: r[:i] + c + r[i + 1:], st.integers(0, len(r)),
+                                                 st.sampled_from(list(REGEX_SYNTAX + "-,0")))))
+def test_regex_strings_that_are_accepted_compile(text):
+    if compiled(json.dumps(REGEX_SCHEMA)).matches(json.dumps(text)):
+        re.compile(text)  # what jsonschema's format checker asks
+
+
+@given(schema=st.sampled_from([REGEX_SCHEMA, {"type": "array", "items": REGEX_SCHEMA, "maxItems": 2},
+                               {"anyOf": [REGEX_SCHEMA, {"type": "integer"}]},
+                               {"type": "object", "properties": {"re": REGEX_SCHEMA}, "required": ["re"],
+                                "additionalProperties": False}]),
+       seed=st.integers(0, 2**32 - 1))
+def test_random_walks_over_regex_strings_are_valid(tokenizers, schema, seed):
+    check_random_walks(tokenizers, schema, seed)
 
 
 @given(part=object_unions() | objects(object_unions()), seed=st.integers(0, 2**32 - 1))
