@@ -20,8 +20,8 @@ whose label in context C is L:
 The product state of an object is (the declared keys done, which keyword
 sets already failed, members so far, and the regions of undeclared names used
 where a repeated name could change the label: see _ObjectProduct; where a
-minProperties counts them, the matcher keeps those names distinct instead). Declared keys come in chains
-(_key_chains: each set's own order; with ``any_order``, cut into pieces as
+minProperties counts them, the matcher keeps those names distinct instead).
+Declared keys come in chains (_key_chains: each set's own order; with ``any_order``, cut into pieces as
 far as ORDER_STATES allows), each key at most once: a key done passes the keys its
 chains list before it, and chains interleave, so the states are the sets of
 keys done, within ORDER_STATES (unless the declared names, merged into one

@@ -413,20 +413,22 @@ _RANGE_ENDS = [c for c in map(chr, range(0x20, 0x7F)) if c not in "\\][-^"]
 _PUNCTUATION = [c for c in map(chr, range(0x20, 0x7F)) if not c.isalnum() and c != "_"]
 _ESCAPES = (st.sampled_from(list("dDwWsSnrtfv") + _PUNCTUATION).map(lambda c: "\\" + c)
             | st.integers(0, 255).map(lambda n: f"\\x{n:02X}") | st.integers(0, 0xFFFF).map(lambda n: f"\\u{n:04x}"))
-_CLASS_ITEMS = (st.characters(codec="utf-8", exclude_characters="\\][-^")
-                | st.tuples(st.sampled_from(_RANGE_ENDS), st.sampled_from(_RANGE_ENDS)).map(lambda p: "-".join(sorted(p)))
+_RANGES = st.tuples(st.sampled_from(_RANGE_ENDS), st.sampled_from(_RANGE_ENDS)).map(lambda p: "-".join(sorted(p)))
+_CLASS_ITEMS = (st.characters(codec="utf-8", exclude_characters="\\][-^") | _RANGES
                 | st.sampled_from(list("dDwWsSnrtfvb") + _PUNCTUATION).map(lambda c: "\\" + c))
 _CLASSES = st.builds(lambda negated, first, items, last: f"[{negated}{first}{''.join(items)}{last}]",
-                     st.sampled_from(["", "^"]), st.sampled_from(["", "-"]), st.lists(_CLASS_ITEMS, min_size=1, max_size=3),
-                     st.sampled_from(["", "-"]))
+                     st.sampled_from(["", "^"]), st.sampled_from(["", "-"]),
+                     st.lists(_CLASS_ITEMS, min_size=1, max_size=3), st.sampled_from(["", "-"]))
 _COUNTS = st.integers(0, 99)
-_QUANTIFIERS = st.builds(lambda q, lazy: q + lazy, st.sampled_from(["*", "+", "?"]) | _COUNTS.map("{{{}}}".format)
-                         | _COUNTS.map("{{{},}}".format) | st.tuples(_COUNTS, _COUNTS).map(lambda p: "{%d,%d}" % tuple(sorted(p))),
+_COUNTED = (_COUNTS.map("{{{}}}".format) | _COUNTS.map("{{{},}}".format)
+            | st.tuples(_COUNTS, _COUNTS).map(lambda p: "{%d,%d}" % tuple(sorted(p))))
+_QUANTIFIERS = st.builds(lambda quantifier, lazy: quantifier + lazy, st.sampled_from(["*", "+", "?"]) | _COUNTED,
                          st.sampled_from(["", "?"]))
 _REGEX_BODY = st.deferred(lambda: st.lists(_REGEX_ALTERNATIVE, max_size=3).map("|".join))
 _REGEX_ATOM = (st.characters(codec="utf-8", exclude_characters=REGEX_SYNTAX) | st.just(".") | _ESCAPES | _CLASSES
                | st.builds(lambda group, body: group + body + ")", st.sampled_from(["(", "(?:"]), _REGEX_BODY))
-_REGEX_TERM = (st.sampled_from(["^", "$", "\\b", "\\B"]) | st.builds(lambda a, q: a + q, _REGEX_ATOM, st.just("") | _QUANTIFIERS)
+_REGEX_TERM = (st.sampled_from(["^", "$", "\\b", "\\B"])
+               | st.builds(lambda atom, quantifier: atom + quantifier, _REGEX_ATOM, st.just("") | _QUANTIFIERS)
                | st.builds(lambda look, body: look + body + ")", st.sampled_from(["(?=", "(?!"]), _REGEX_BODY))
 _REGEX_ALTERNATIVE = st.lists(_REGEX_TERM, max_size=4).map("".join)
 REGEX_SCHEMA = {"type": "string", "format": "regex"}
