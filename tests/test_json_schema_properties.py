@@ -268,7 +268,12 @@ def referenced(part):
     return {"$defs": {"part": schema}, "$ref": "#/$defs/part"}, values
 
 
-nested = st.recursive(st.one_of(scalars, combined()), lambda inner: objects(inner) | arrays(inner), max_leaves=6)
+def containers(inner):
+    """Objects and arrays of ``inner`` (named: hypothesis once warned that the lambda did not use its argument)."""
+    return objects(inner) | arrays(inner)
+
+
+nested = st.recursive(st.one_of(scalars, combined()), containers, max_leaves=6)
 schemas = st.one_of(nested, nested.map(referenced), scalars.map(tree))
 
 
@@ -523,7 +528,7 @@ def test_exclusive_bounds_at_powers_of_ten(bound, value):
 capped_scalars = st.one_of(length_strings(), length_strings(), strings(), enums(), integers(), numbers(),
                            st.sampled_from([({"type": "boolean"}, st.booleans()), ({"type": "null"}, st.none()),
                                             (True, ANY_VALUE)]))
-capped_schemas = st.recursive(capped_scalars, lambda inner: objects(inner) | arrays(inner), max_leaves=5)
+capped_schemas = st.recursive(capped_scalars, containers, max_leaves=5)
 negated = (length_strings() | arrays(strings())).map(lambda part: ({"not": part[0]}, st.nothing()))
 caps = st.tuples(st.integers(0, 6) | st.integers(62, 70) | st.none(), st.integers(0, 3) | st.none())
 
