@@ -647,11 +647,14 @@ class _Builder:
         def rule(name: str, build) -> str:
             return self._rule(("regex", name), "regex", build)
 
-        body = rule("body", lambda: [(alternative,), (alternative, glued("bar"), body)])
-        alternative = rule("alternative", lambda: [(), (term, alternative)])
+        # (left recursive, so that the parser's stack stays as deep as the groups are: masks are remembered
+        # under the top of the stack they read, and a long regex reads the same few states again)
+        body = rule("body", lambda: [(alternative,), (body, glued("bar"), alternative)])
+        alternative = rule("alternative", lambda: [(), (alternative, term)])
         term = rule("term", lambda: [(glued("assertion"),), (glued("lookahead"), body, glued("close_group")), (atom,),
                                      (atom, glued("quantifier"))])
-        atom = rule("atom", lambda: [(glued("atom"),), (glued("group"), body, glued("close_group"))])
+        atom = rule("atom", lambda: [(glued("characters"),), (glued("atom"),),
+                                     (glued("group"), body, glued("close_group"))])
         return rule("string", lambda: [(body, _QUOTE)])
 
     def undecided(self, nodes) -> object:

@@ -1050,6 +1050,7 @@ def test_format_regex_takes_what_both_ecma_262_and_python_take():
         re.compile(regex)
         assert not accepts(grammar, regex), regex
     assert not accepts(grammar, "(?=a)*")  # a quantified lookahead: both take it, but ECMA-262 only in Annex B
+    assert not accepts(grammar, "[a&&b]") and accepts(grammar, "[a&b|]&&")  # Python warns of set operations
     for regex in ["\\u00e9\\x41[\\b\\-]", "😀+|[é-]", "a{0,99}?", "\\/\\'\\ \\~"]:
         re.compile(regex)
         assert accepts(grammar, regex) and accepts(grammar, regex, ensure_ascii=False), regex
