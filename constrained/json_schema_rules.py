@@ -613,12 +613,13 @@ class _Builder:
         if context not in self._regex_labels:
             order = self.closure(context)
             nodes = [self.schemas.node(i) for i in order]
-            kinds = {i: self._string_kind(n) for i, n in zip(order, nodes) if not n.regex_strings}
             found = None
-            if len(kinds) < len(order) and None not in kinds.values() and not any(n.long_string for n in nodes):
-                found = tuple(_label(self.schemas, order, kinds | {i: valid for i, n in zip(order, nodes)
-                                                                  if n.regex_strings}, context)
-                              for valid in (True, False))
+            if any(n.regex_strings for n in nodes) and not any(n.long_string for n in nodes):
+                kinds = {i: self._string_kind(n) for i, n in zip(order, nodes) if not n.regex_strings}
+                if None not in kinds.values():
+                    found = tuple(_label(self.schemas, order, kinds | {i: valid for i, n in zip(order, nodes)
+                                                                      if n.regex_strings}, context)
+                                  for valid in (True, False))
             self._regex_labels[context] = found
         return self._regex_labels[context]
 
