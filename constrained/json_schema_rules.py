@@ -396,8 +396,7 @@ class _Builder:
 
     def _value(self, context, label) -> list:
         alternatives = []
-        lengths = self.length_split(context)
-        regexes = self.regex_labels(context) if lengths is None else None
+        lengths, regexes = self._strings_by_rules(context)
         region = self.scalar_region(context, label, nonstring=lengths is not None or regexes is not None)
         if region is not None:
             alternatives.append((self.terminal(_universe()[0] if region is ANY else region, "SCALAR"),))
@@ -412,6 +411,12 @@ class _Builder:
         if arr is not None:
             alternatives.append(('"["', arr))
         return alternatives
+
+    def _strings_by_rules(self, context) -> tuple:
+        """(length_split, regex_labels) of ``context``: where either is not None,
+        its strings are derived by rules and its scalar terminal leaves them out."""
+        lengths = self.length_split(context)
+        return lengths, self.regex_labels(context) if lengths is None else None
 
     def scalar(self, i: int, nonstring: bool = False):
         """The scalar language of node ``i`` (ANY, None or a DFA), combinators
@@ -755,8 +760,7 @@ class _Builder:
         if len(ids) <= MAX_SUBSETS:
             return [frozenset(ids[k] for k in range(len(ids)) if mask >> k & 1) for mask in range(1 << len(ids))]
         context = frozenset(ids)
-        lengths = self.length_split(context)
-        regexes = self.regex_labels(context) if lengths is None else None
+        lengths, regexes = self._strings_by_rules(context)
         labels = (set(self.partition(context, nonstring=lengths is not None or regexes is not None).labels())
                   | set(lengths or ()) | set(regexes or ()))
         for kind in ("object", "array"):
