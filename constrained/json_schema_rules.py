@@ -38,7 +38,9 @@ are removed at the end.
 Plain strings allowed more than json_schema.LONG_STRING code points (a
 maxLength of 65535 is common) would need a DFA of 24 states per code point;
 their length is counted by rules instead, over lexemes of LONG_CHUNK code
-points and a shorter tail. Their opening quote and pieces are "glued"
+points (the last may be shorter; where bounds below make the last one's
+length matter, chunks of exactly LONG_CHUNK and a shorter tail, see
+_Builder.long_string). Their opening quote and pieces are "glued"
 terminals (``grammar(glued=)``): no whitespace may follow them, as none may
 sit inside a string. Where their strings must also meet a pattern, format or
 enum they become one DFA after all, or an error.
@@ -182,15 +184,25 @@ def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = Fal
     # Interleaved key orders and late keys multiply object states: where the rules grow too many, try again
     # in schema order (any order allows at least that), then with one order per object.
     tries = [(any_order, ORDER_STATES, True), *([(False, ORDER_STATES, True)] if any_order else []), (False, 1, False)]
-    for k, (free, order_states, late_keys) in enumerate(tries):
-        builder = _Builder(schemas, strict_properties, free, caps, order_states=order_states, late_keys=late_keys)
+    # A value with long strings under several labels lexes them all in chunks and tails (see
+    # _Builder.long_string): found once its rules are built, which are then built again.
+    k, rigid = 0, frozenset()
+    while True:
+        free, order_states, late_keys = tries[k]
+        builder = _Builder(schemas, strict_properties, free, caps, order_states=order_states, late_keys=late_keys,
+                           rigid=rigid)
         try:
             start = builder.value(context, context)
             builder.run()
-            break
         except _TooManyRules:
             if k == len(tries) - 1 or not (builder.interleaved or builder.late):
                 raise
+            k += 1
+            continue
+        mixed = frozenset(c for c, labels in builder.long_labels.items() if len(labels) > 1) - rigid
+        if not mixed:
+            break
+        rigid |= mixed
     rules = builder.grammar_rules(start)
     distinct = (frozenset(builder.distinct), *builder.brackets) if builder.distinct else None
     return (rules, start, builder.terminal_dfas, builder.shadows, builder.glued & builder.terminal_dfas.keys(),
@@ -237,7 +249,7 @@ def _cap_node(schemas: Schemas, max_string_length: int | None, max_items: int | 
 
 class _Builder:
     def __init__(self, schemas: Schemas, strict: bool, any_order: bool, caps: tuple = (None, None),
-                 order_states: int = ORDER_STATES, late_keys: bool = True):
+                 order_states: int = ORDER_STATES, late_keys: bool = True, rigid: frozenset = frozenset()):
         self.schemas = schemas
         self.strict = strict
         self.late_keys = late_keys and not strict  # see _ObjectProduct.late_failures
@@ -267,6 +279,10 @@ class _Builder:
         self._in_part: dict = {}  # node -> whether its scalars read numbers in part (_reads_numbers_in_part)
         self._caps_chosen: dict = {}  # context -> its cap node (_cap)
         self.uncapped: list = []  # messages: where strings are not capped
+        # Contexts whose long strings are lexed in chunks and tails (long_string), and per context the
+        # labels whose long strings were asked for.
+        self.rigid = rigid
+        self.long_labels: dict = {}
 
     # Names and the work list.
 
@@ -401,7 +417,8 @@ class _Builder:
         if region is not None:
             alternatives.append((self.terminal(_universe()[0] if region is ANY else region, "SCALAR"),))
         if lengths is not None and lengths.get(label):
-            alternatives.append((self._opening(), self.long_string(tuple(lengths[label]))))
+            self.long_labels.setdefault(context, set()).add(label)
+            alternatives.append((self._opening(), self.long_string(tuple(lengths[label]), context not in self.rigid)))
         if regexes is not None:
             alternatives += self._regex_strings(context, label, *regexes)
         obj = self.object_start(context, label)
@@ -544,21 +561,48 @@ class _Builder:
         self.glued.add(opening)
         return opening
 
-    def long_string(self, lengths: tuple) -> str:
+    def long_string(self, lengths: tuple, flexible: bool = True) -> str:
         """The rest of a string after its opening quote, for strings whose number
-        of code points is in ``lengths``: chunks of LONG_CHUNK code points, a
-        shorter tail, the closing quote."""
-        chunk = self.terminal(_string_content((LONG_CHUNK,)), "TEXT")
-        self.glued.add(chunk)
+        of code points is in ``lengths``: lexemes of LONG_CHUNK code points,
+        then the closing quote.
+
+        Where the lengths run from 0 or 1 up to a bound (a maxLength), every
+        lexeme is TEXT, of 1 to LONG_CHUNK code points, but the last where the
+        bound cuts it shorter (_last_text): the lexer ends a lexeme only at
+        LONG_CHUNK code points or at the quote, so only the last may be short,
+        and one terminal is alive inside all the others. Else (or not
+        ``flexible``) the lexemes are chunks of exactly LONG_CHUNK and a
+        shorter tail, both alive inside a chunk where the string may end in the
+        next one (``_count``). The two ways overlap, so the strings of one
+        value's labels must all be lexed the second way where a value may
+        take several (see ``schema_grammar``)."""
+        if flexible and len(lengths) == 1 and lengths[0][0] <= 1 and lengths[0][1] is not None:
+            low, high = lengths[0]
+            text = self._glued_text(tuple(range(1, LONG_CHUNK + 1)))
+            # Counted are the code points after the first: a string of n > 0 is (n - 1) // LONG_CHUNK full
+            # lexemes, then the last, with the rest (1 to LONG_CHUNK).
+            rest = self.counted(((0, high - 1),), _Unit((text,), LONG_CHUNK, _QUOTE, self._last_text, last=True))
+            return self._rule(("long", lengths), "count", lambda: [(_QUOTE,), (rest,)]) if low == 0 else rest
+        chunk = self._glued_text((LONG_CHUNK,))
 
         def tail(lengths):
             short = tuple(t for t in range(1, LONG_CHUNK) if _member(lengths, t))
-            if not short:
-                return None
-            name = self.terminal(_string_content(short), "TEXT")
-            self.glued.add(name)
-            return name
+            return self._glued_text(short) if short else None
         return self.counted(lengths, _Unit((chunk,), LONG_CHUNK, _QUOTE, tail))
+
+    def _last_text(self, lengths: tuple) -> str | None:
+        """The terminal of a long string's last lexeme, where ``lengths`` are
+        the numbers of code points after the string's first that may be left:
+        it holds one more than those (1 to LONG_CHUNK)."""
+        return self._glued_text(tuple(t + 1 for t in range(LONG_CHUNK) if _member(lengths, t)) or None)
+
+    def _glued_text(self, lengths: tuple | None) -> str | None:
+        """The glued terminal of a string's text of one of these numbers of code points."""
+        if lengths is None:
+            return None
+        name = self.terminal(_string_content(lengths), "TEXT")
+        self.glued.add(name)
+        return name
 
     def counted(self, lengths: tuple, unit: "_Unit") -> str:
         """The rest of a sequence of units whose total (in code points or items)
@@ -586,7 +630,7 @@ class _Builder:
             if len(spans) > 1:
                 alternatives = [(self._count(_clip(lengths, span - 1), unit, spans[:-1], spans[-1] // spans[-2] - 1),)]
             else:
-                alternatives = [(unit.close,)] if _member(lengths, 0) else []
+                alternatives = [(unit.close,)] if _member(lengths, 0) and not unit.last else []
                 tail = unit.tail(lengths) if unit.tail else None
                 if tail is not None:
                     alternatives.append((tail, unit.close))
@@ -1141,12 +1185,13 @@ def _shift(lengths: tuple, by: int) -> tuple:
 class _Unit:
     """What counted rules repeat: ``symbols`` standing for ``size`` code points
     (or one item), the closing symbol, and for strings ``tail(lengths)``: the
-    terminal of the shorter rests in ``lengths``. Runs of ``shared`` units may
-    be rules of their own: only punctuation follows their end."""
+    terminal of the shorter rests in ``lengths``, or with ``last``, of the
+    last lexeme, which then always comes before the close. Runs of ``shared``
+    units may be rules of their own: only punctuation follows their end."""
 
-    def __init__(self, symbols: tuple, size: int, close: str, tail=None, shared: bool = False):
-        self.symbols, self.size, self.close, self.tail, self.shared = symbols, size, close, tail, shared
-        self.key = (symbols, size, close)
+    def __init__(self, symbols: tuple, size: int, close: str, tail=None, shared: bool = False, last: bool = False):
+        self.symbols, self.size, self.close, self.tail, self.shared, self.last = symbols, size, close, tail, shared, last
+        self.key = (symbols, size, close, last)
 
 
 def _clip(lengths: tuple, top: int | None) -> tuple:

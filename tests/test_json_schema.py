@@ -55,6 +55,17 @@ CASES = [
      ["é" * 20, "x" * 5000, "\n" * 47, '"' * 20, None], ["x" * 19, "x" * 5001, '"' * 19, 1]),
     ("long string minimum", {"type": ["string", "integer"], "minLength": 100},
      ["a" * 100, "a" * 131, "a" * 1000, 5], ["a" * 99, "", 1.5]),
+    ("long string up to a bound", {"type": "string", "maxLength": 200},
+     ["", "x", "x" * 16, "x" * 17, "é" * 192, "x" * 193, "\n" * 200, '"' * 200, "a" * 15 + "\\" * 185],
+     ["x" * 201, "é" * 201, '"' * 201, 5]),
+    # A value whose labels differ in the lengths of its long strings: TEXT lexemes of 1 to 16 code points
+    # would overlap the chunks of exactly 16 that the other label's bounds need (json_schema_rules.long_string)
+    ("long strings under two labels", {"type": "array", "items": {"type": "string"}, "contains": {"maxLength": 100}},
+     [["x" * 5], ["x" * 100], ["y" * 150, "x" * 20], ["x" * 16, "y" * 101]], [[], ["y" * 101], ["y" * 150, "y" * 300]]),
+    ("long strings that a parent tells apart",
+     {"type": "object", "properties": {"a": {"maxLength": 100}}, "required": ["a"],
+      "anyOf": [{"properties": {"a": {"maxLength": 70}}}, {"properties": {"a": {"minLength": 90}}}]},
+     [{"a": "x" * 20}, {"a": "x" * 70}, {"a": "x" * 95}], [{"a": "x" * 80}, {"a": "x" * 101}, {}]),
     ("long string lengths combined", {"anyOf": [{"maxLength": 100}, {"minLength": 200, "maxLength": 300}],
                                       "not": {"minLength": 250, "maxLength": 260}},
      ["", "x" * 100, "x" * 200, "x" * 249, "x" * 261], ["x" * 101, "x" * 250, "x" * 301, 5]),
