@@ -8,22 +8,21 @@ whitespace comes between them, and json_schema_rules' ``_Builder.regex_rest``
 nests them:
 
     body        := alternative | body BAR alternative
-    alternative := (nothing) | alternative term
-    term        := ASSERTION | LOOKAHEAD body CLOSE_GROUP | atom | atom QUANTIFIER
-    atom        := CHARACTERS | ATOM | GROUP body CLOSE_GROUP
+    alternative := (nothing) | TERMS | grouped | grouped TERMS
+    grouped     := alternative group
+    group       := GROUP body CLOSE_GROUP | GROUP body CLOSE_GROUP QUANTIFIER
+                 | LOOKAHEAD body CLOSE_GROUP
 
-CHARACTERS is a run of characters that are not syntax and that JSON writes
-as they are, one lexeme (a quantifier after it is as valid as after its last
-character): a token of plain text then crosses no lexeme boundary, where one
-lexeme per character made the first mask inside a regex cost a tenth of a
-second. It holds no backslash, so that it ends where an escape starts.
+TERMS is a run of terms outside groups (a regular language, one lexeme):
+assertions, and atoms each maybe quantified. A token of regex text then
+crosses a lexeme boundary only at a group or a bar, where one lexeme per
+atom made the first mask inside a regex take tens of milliseconds.
 
 The pieces take a subset of what both engines allow, so that each string is a
 valid pattern for both:
 
-- ATOM: a character that is not syntax (``^$\\.*+?()[]{}|``) and that JSON
-  escapes (``\\"``, ``\\u00e9``, ``\\n``); ``.``; an escape
-  of ASCII punctuation (not ``_``, which ECMA-262 reads as a name's
+- an atom: a character that is not syntax (``^$\\.*+?()[]{}|``); ``.``; an
+  escape of ASCII punctuation (not ``_``, which ECMA-262 reads as a name's
   character), a class escape (``\\d \\D \\w \\W \\s \\S``), a control
   escape (``\\n \\r \\t \\f \\v``), ``\\xHH`` or ``\\uHHHH``; or a character
   class: ``[``, maybe ``^``, then characters other than ``\\ ] [ - ^``, ranges
@@ -31,10 +30,10 @@ valid pattern for both:
   ``\\b`` (backspace), a ``-`` only first or last, at least one of these,
   then ``]``; no two of ``& ~ |`` in a row in it (Python warns that it may
   read ``&&`` as a set operation one day).
-- QUANTIFIER: ``*``, ``+``, ``?``, ``{n}``, ``{n,}`` or ``{n,m}`` with n <= m
-  < 100, each maybe lazy (a following ``?``). One per atom: ``a**`` is an
-  error in both.
-- ASSERTION: ``^``, ``$``, ``\\b``, ``\\B``; and LOOKAHEAD: ``(?=``, ``(?!``.
+- QUANTIFIER (also after an atom): ``*``, ``+``, ``?``, ``{n}``, ``{n,}`` or
+  ``{n,m}`` with n <= m < 100, each maybe lazy (a following ``?``). One per
+  atom or group: ``a**`` is an error in both.
+- an assertion: ``^``, ``$``, ``\\b``, ``\\B``; and LOOKAHEAD: ``(?=``, ``(?!``.
   Neither is quantified (only Annex B lets a lookahead be).
 - GROUP: ``(``, ``(?:``.
 
@@ -47,7 +46,7 @@ reads them as characters), ranges with escapes or non-ASCII ends.
 
 from functools import lru_cache
 
-from . import dfa, json_strings
+from . import json_strings
 from .dfa import DFA
 
 _HEX = "[0-9a-fA-F]"
@@ -82,11 +81,13 @@ _CLASS_ITEM = rf"[^\\\]\[\-^&~|]|{_ranges()}|\\(?:[dDwWsSnrtfvb{_PUNCTUATION}]|{
 # Items with "&", "~" or "|" between them, never two of those in a row ("&&" may read as a set operation).
 _CLASS_ITEMS = rf"(?:(?:{_CLASS_ITEM})|[&~|](?:{_CLASS_ITEM}))+[&~|]?|[&~|]"
 
+_ATOM = rf"[^{_SYNTAX}]|\.|{_ESCAPE}|\[\^?(?:-|-?(?:{_CLASS_ITEMS})-?)\]"
+_QUANTIFIER = rf"(?:[*+?]|\{{(?:{_NUMBER})(?:,)?\}}|\{{(?:{_COUNTS})\}})\??"
+_ASSERTION = r"[\^$]|\\[bB]"
+
 PIECES = {
-    "atom": rf"[^{_SYNTAX}]|\.|{_ESCAPE}|\[\^?(?:-|-?(?:{_CLASS_ITEMS})-?)\]",
-    "characters": rf"[^{_SYNTAX}]+",
-    "quantifier": rf"(?:[*+?]|\{{(?:{_NUMBER})(?:,)?\}}|\{{(?:{_COUNTS})\}})\??",
-    "assertion": r"[\^$]|\\[bB]",
+    "terms": rf"(?:{_ASSERTION}|(?:{_ATOM})(?:{_QUANTIFIER})?)+",
+    "quantifier": _QUANTIFIER,
     "group": r"\((?:\?:)?",
     "lookahead": r"\(\?[=!]",
     "close_group": r"\)",
@@ -96,13 +97,5 @@ PIECES = {
 
 @lru_cache(maxsize=None)
 def piece(name: str) -> DFA:
-    """The JSON text (as json.dumps spells it) of the piece ``name`` (PIECES):
-    "characters" without backslashes, "atom" without what "characters" takes."""
-    if name == "characters":
-        text = json_strings.content(PIECES[name])
-        transitions = text.transitions.copy()
-        transitions[:, ord("\\")] = -1
-        return dfa.minimize(transitions, text.accepting, text.start)
-    if name == "atom":
-        return dfa.difference(json_strings.content(PIECES[name]), piece("characters"))
+    """The JSON text (as json.dumps spells it) of the piece ``name`` (PIECES)."""
     return json_strings.content(PIECES[name])

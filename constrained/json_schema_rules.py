@@ -700,11 +700,12 @@ class _Builder:
         # (left recursive, so that the parser's stack stays as deep as the groups are: masks are remembered
         # under the top of the stack they read, and a long regex reads the same few states again)
         body = rule("body", lambda: [(alternative,), (body, glued("bar"), alternative)])
-        alternative = rule("alternative", lambda: [(), (alternative, term)])
-        term = rule("term", lambda: [(glued("assertion"),), (glued("lookahead"), body, glued("close_group")), (atom,),
-                                     (atom, glued("quantifier"))])
-        atom = rule("atom", lambda: [(glued("characters"),), (glued("atom"),),
-                                     (glued("group"), body, glued("close_group"))])
+        terms = glued("terms")
+        alternative = rule("alternative", lambda: [(), (terms,), (grouped,), (grouped, terms)])
+        grouped = rule("grouped", lambda: [(alternative, group)])
+        group = rule("group", lambda: [(glued("group"), body, glued("close_group")),
+                                       (glued("group"), body, glued("close_group"), glued("quantifier")),
+                                       (glued("lookahead"), body, glued("close_group"))])
         return rule("string", lambda: [(body, _QUOTE)])
 
     def undecided(self, nodes) -> object:
