@@ -566,29 +566,55 @@ class _Builder:
         of code points is in ``lengths``: lexemes of LONG_CHUNK code points,
         then the closing quote.
 
-        Where the lengths run from 0 or 1 up to a bound (a maxLength), every
-        lexeme is TEXT, of 1 to LONG_CHUNK code points, but the last where the
-        bound cuts it shorter (_last_text): the lexer ends a lexeme only at
-        LONG_CHUNK code points or at the quote, so only the last may be short,
-        and one terminal is alive inside all the others. Else (or not
-        ``flexible``) the lexemes are chunks of exactly LONG_CHUNK and a
-        shorter tail, both alive inside a chunk where the string may end in the
-        next one (``_count``). The two ways overlap, so the strings of one
-        value's labels must all be lexed the second way where a value may
-        take several (see ``schema_grammar``)."""
-        if flexible and len(lengths) == 1 and lengths[0][0] <= 1 and lengths[0][1] is not None:
-            low, high = lengths[0]
-            text = self._glued_text(tuple(range(1, LONG_CHUNK + 1)))
-            # Counted are the code points after the first: a string of n > 0 is (n - 1) // LONG_CHUNK full
-            # lexemes, then the last, with the rest (1 to LONG_CHUNK).
-            rest = self.counted(((0, high - 1),), _Unit((text,), LONG_CHUNK, _QUOTE, self._last_text, last=True))
-            return self._rule(("long", lengths), "count", lambda: [(_QUOTE,), (rest,)]) if low == 0 else rest
+        Where the lengths are one range, the lexemes are TEXT, of 1 to
+        LONG_CHUNK code points (the lexer ends one only at LONG_CHUNK code
+        points or at the quote, so only the last may be short, and one
+        terminal is alive inside all the others), but where the bounds make
+        the last one's length matter: its own terminal at the maximum
+        (_last_text), and at the minimum, where the string may also go on, a
+        chunk of exactly LONG_CHUNK or a shorter tail (_flexible). Else (or
+        not ``flexible``) every lexeme is a chunk or a tail, both alive inside
+        a chunk where the string may end in the next one (``_count``). The
+        two ways overlap, so the strings of one value's labels must all be
+        lexed the second way where a value may take several (see
+        ``schema_grammar``)."""
+        if flexible and len(lengths) == 1:
+            return self._flexible(*lengths[0])
         chunk = self._glued_text((LONG_CHUNK,))
 
         def tail(lengths):
             short = tuple(t for t in range(1, LONG_CHUNK) if _member(lengths, t))
             return self._glued_text(short) if short else None
         return self.counted(lengths, _Unit((chunk,), LONG_CHUNK, _QUOTE, tail))
+
+    def _flexible(self, low: int, high: int | None) -> str:
+        """``long_string`` for the lengths low..high (None: unbounded), in TEXT lexemes."""
+        def rule(build) -> str:
+            return self._rule(("long", low, high), "count", build)
+
+        text = self._glued_text(tuple(range(1, LONG_CHUNK + 1)))
+        if low <= 1:
+            # Counted are the code points after the first: a string of n > 0 is (n - 1) // LONG_CHUNK full
+            # lexemes, then the last, with the rest (1 to LONG_CHUNK).
+            rest = self.counted(((0, None if high is None else high - 1),),
+                                _Unit((text,), LONG_CHUNK, _QUOTE, self._last_text, last=True))
+            return rule(lambda: [(_QUOTE,), (rest,)]) if low == 0 else rest
+        full = (low - 1) // LONG_CHUNK  # lexemes before the one where the string may end: full ones
+        least = low - full * LONG_CHUNK  # what that one holds at least if it is the last (2 to LONG_CHUNK)
+        if full:
+            after = self._flexible(least, None if high is None else high - full * LONG_CHUNK)
+            return self.counted(((full * LONG_CHUNK,) * 2,), _Unit((text,), LONG_CHUNK, after))
+        chunk = self._glued_text((LONG_CHUNK,))
+
+        def build():
+            most = LONG_CHUNK - 1 if high is None else min(high, LONG_CHUNK - 1)
+            alternatives = [(self._glued_text(tuple(range(low, most + 1))), _QUOTE)] if low <= most else []
+            if high is None or high >= LONG_CHUNK:
+                alternatives.append((chunk, _QUOTE))
+            if high is None or high > LONG_CHUNK:
+                alternatives.append((chunk, self._flexible(1, None if high is None else high - LONG_CHUNK)))
+            return alternatives
+        return rule(build)
 
     def _last_text(self, lengths: tuple) -> str | None:
         """The terminal of a long string's last lexeme, where ``lengths`` are

@@ -58,6 +58,8 @@ CASES = [
     ("long string up to a bound", {"type": "string", "maxLength": 200},
      ["", "x", "x" * 16, "x" * 17, "é" * 192, "x" * 193, "\n" * 200, '"' * 200, "a" * 15 + "\\" * 185],
      ["x" * 201, "é" * 201, '"' * 201, 5]),
+    ("long string with a short minimum", {"type": "string", "minLength": 5, "maxLength": 300},
+     ["x" * 5, "é" * 15, "x" * 16, "\n" * 17, "x" * 300, '"' * 5], ["x" * 4, "", '"' * 4, "x" * 301]),
     # A value whose labels differ in the lengths of its long strings: TEXT lexemes of 1 to 16 code points
     # would overlap the chunks of exactly 16 that the other label's bounds need (json_schema_rules.long_string)
     ("long strings under two labels", {"type": "array", "items": {"type": "string"}, "contains": {"maxLength": 100}},
