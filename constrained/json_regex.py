@@ -79,7 +79,7 @@ _NUMBER = "0|[1-9][0-9]?"
 _COUNTS = "|".join(f"{n},(?:{_at_least(n)})" for n in range(100))
 _CLASS_ITEM = rf"[^\\\]\[\-^&~|]|{_ranges()}|\\(?:[dDwWsSnrtfvb{_PUNCTUATION}]|{_CODES})"
 # Items with "&", "~" or "|" between them, never two of those in a row ("&&" may read as a set operation).
-_CLASS_ITEMS = rf"(?:(?:{_CLASS_ITEM})|[&~|](?:{_CLASS_ITEM}))+[&~|]?|[&~|]"
+_CLASS_ITEMS = rf"(?:[&~|]?(?:{_CLASS_ITEM}))+[&~|]?|[&~|]"
 
 _ATOM = rf"[^{_SYNTAX}]|\.|{_ESCAPE}|\[\^?(?:-|-?(?:{_CLASS_ITEMS})-?)\]"
 _QUANTIFIER = rf"(?:[*+?]|\{{(?:{_NUMBER})(?:,)?\}}|\{{(?:{_COUNTS})\}})\??"
