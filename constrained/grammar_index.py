@@ -71,7 +71,7 @@ _TRACE_STATES = 8_000_000  # paths and tokens kept in traces (see _Trace) per gr
 _SHARED_BYTES = 128 << 20  # walks shared across grammars (GrammarIndex._lexer_shape), per vocabulary
 _TABLES_ON_DISK = 1 << 30  # bytes of terminal tables kept in the cache directory (the least recently used go)
 # Terminals' token tables shared across grammars, per vocabulary: the most recent new ones, and as many of
-# those that a second grammar used (a string's chunks, its body ...: kept while one-off key sets come and go).
+# those that a second grammar used, apart for those walked a row per state (see _terminal_tokens).
 _TERMINALS_KEPT = 64
 _SMALL_STATES = 24  # terminals with at most this many DFA states get a whole token table, built in one trie walk
 _WHOLE_TABLE_STATES = 200  # those with more than this get a token row per state reached
@@ -791,19 +791,24 @@ def _terminal_tokens(dfa: DFA, vocab: Vocabulary) -> "_TerminalTokens":
     """One terminal over a vocabulary, shared by every grammar with the same
     terminal (JSON strings, numbers, whitespace ...). Grammars that are gone
     keep theirs through their index; of the others, the most recently used
-    are kept in two parts: those only one grammar has used so far, and those
-    several have, so that the terminals many schemas share outlive the key
-    sets and literals each schema brings."""
-    new, shared = _TERMINALS.setdefault(vocab, (OrderedDict(), OrderedDict()))
+    are kept in three parts: those only one grammar has used so far; and of
+    those several have, the ones walked a row per state (a long string's
+    text, a format: milliseconds a state to walk again) and the others, so
+    that the terminals many schemas share outlive the key sets and literals
+    each schema brings, and the costly ones outlive the names and literals
+    that a few schemas share."""
+    new, shared, rowed = _TERMINALS.setdefault(vocab, (OrderedDict(), OrderedDict(), OrderedDict()))
     key = dfa.digest
-    hit = shared.get(key)
-    if hit is not None:
-        shared.move_to_end(key)
-        return hit
+    for pool in (rowed, shared):
+        hit = pool.get(key)
+        if hit is not None:
+            pool.move_to_end(key)
+            return hit
     hit = new.pop(key, None)
-    kept = new if hit is None else shared
     if hit is None:
-        hit = _TerminalTokens(dfa, vocab, key)
+        hit, kept = _TerminalTokens(dfa, vocab, key), new
+    else:
+        kept = rowed if hit.table is None and not hit._narrow else shared
     kept[key] = hit
     while len(kept) > _TERMINALS_KEPT:
         kept.popitem(last=False)

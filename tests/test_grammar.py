@@ -1393,6 +1393,27 @@ def test_terminals_several_grammars_use_outlive_one_off_ones(tokenizers, monkeyp
     assert gi._terminal_tokens(once, vocab) is not lone
 
 
+def test_costly_shared_terminals_outlive_shared_literals(tokenizers, monkeypatch):
+    """A terminal walked a row per state (a long string's text) that a second
+    grammar used is kept while more literals that two grammars used than are
+    kept come and go."""
+    import constrained.grammar_index as gi
+    from constrained.dfa import literal
+    from constrained.json_schema_rules import LONG_CHUNK, _string_content
+
+    monkeypatch.setattr(gi, "_TERMINALS_KEPT", 2)
+    monkeypatch.setattr(gi, "_TERMINALS", weakref.WeakKeyDictionary())  # none from other tests
+    vocab = constrained.vocabulary(tokenizers("llama3"))
+    text = _string_content(tuple(range(1, LONG_CHUNK + 1)))
+    first = gi._terminal_tokens(text, vocab)
+    assert first.table is None and not first._narrow
+    assert gi._terminal_tokens(text, vocab) is first
+    for word in (b"a", b"b", b"c"):
+        gi._terminal_tokens(literal(word), vocab)
+        gi._terminal_tokens(literal(word), vocab)
+    assert gi._terminal_tokens(text, vocab) is first
+
+
 def test_narrow_walks_of_terminals_with_many_states(tokenizers):
     """A literal spelled with every escape has many states, each letting in a
     few bytes: it gets no whole table; from each state, the trie is walked
