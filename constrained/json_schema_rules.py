@@ -584,7 +584,7 @@ class _Builder:
 
         def tail(lengths):
             short = tuple(t for t in range(1, LONG_CHUNK) if _member(lengths, t))
-            return self._glued_text(short) if short else None
+            return self._glued_text(short)
         return self.counted(lengths, _Unit((chunk,), LONG_CHUNK, _QUOTE, tail))
 
     def _flexible(self, low: int, high: int | None) -> str:
@@ -620,11 +620,12 @@ class _Builder:
         """The terminal of a long string's last lexeme, where ``lengths`` are
         the numbers of code points after the string's first that may be left:
         it holds one more than those (1 to LONG_CHUNK)."""
-        return self._glued_text(tuple(t + 1 for t in range(LONG_CHUNK) if _member(lengths, t)) or None)
+        return self._glued_text(tuple(t + 1 for t in range(LONG_CHUNK) if _member(lengths, t)))
 
-    def _glued_text(self, lengths: tuple | None) -> str | None:
-        """The glued terminal of a string's text of one of these numbers of code points."""
-        if lengths is None:
+    def _glued_text(self, lengths: tuple) -> str | None:
+        """The glued terminal of a string's text of one of these numbers of code
+        points (None where there are none)."""
+        if not lengths:
             return None
         name = self.terminal(_string_content(lengths), "TEXT")
         self.glued.add(name)
