@@ -65,10 +65,14 @@ their ``$ref``, which stands for its target alone):
   schema combines by keywords written before its ``properties`` first, in
   the order written, then its own keys, then the others), and a key only
   some alternatives declare may come late (_ObjectProduct.late_failures);
-  with ``property_order="any"``, those orders are cut into pieces that
-  interleave as far as that budget allows (json_schema_rules._cut): every
-  key free where an object declares at most 6, and never less than schema
-  order allows. Undeclared ones may come anywhere between them. Array items
+  with ``property_order="any"``, a declared key whose name has one spelling
+  is free where a second value under its name could not change the result
+  (json_schema_rules._ObjectProduct.settle): it comes anywhere, once (the
+  matcher keeps those names distinct: json_unique.py); the other orders are
+  cut into pieces that interleave as far as that budget allows
+  (json_schema_rules._cut): every such key free where an object has at most
+  6, and never less than schema order allows. Undeclared ones may come
+  anywhere between them. Array items
   and object members are separated by ``,``; whitespace between tokens is
   bounded (``max_ignored`` bytes per gap).
 * Caps (``max_string_length``, ``max_items``, off by default) restrict every
@@ -233,10 +237,11 @@ def json_schema(schema, *, documents: dict | None = None, strict_properties: boo
     never fetches anything, so a ``$ref`` to any other URI is an error naming it.
     ``strict_properties`` forbids properties a schema does not declare (unless
     it allows them explicitly); ``property_order="any"`` lets an object's
-    declared properties come in any order where it declares at most 6 of
-    them, and pieces of its schema order interleave where it declares more,
-    never allowing less than schema order (default "schema": schema order,
-    which also guides a model through the schema); ``lenient`` skips keywords that cannot be
+    declared properties come in any order, each at most once (where a
+    property's name has several spellings, or a second value under its name
+    could change the result, as under ``anyOf``, its order is kept as far as
+    a budget of states allows: see the module's doc) (default "schema": schema
+    order, which also guides a model through the schema); ``lenient`` skips keywords that cannot be
     enforced exactly instead of refusing the schema (see ``.skipped``);
     ``max_ignored`` bounds the whitespace between two tokens;
     ``max_string_length`` and ``max_items`` cap the string values (in code

@@ -18,14 +18,17 @@ whose label in context C is L:
   the label at the end, which LR parsing allows.
 
 The product state of an object is (the declared keys done, which keyword
-sets already failed, members so far, and the regions of undeclared names used
-where a repeated name could change the label: see _ObjectProduct; where a
-minProperties counts them, the matcher keeps those names distinct instead).
-Declared keys come in chains (_key_chains: each set's own order; with ``any_order``, cut into pieces as
-far as ORDER_STATES allows), each key at most once: a key done passes the keys its
+sets already failed, members so far, the regions of undeclared names used
+where a repeated name could change the label, and free keys so far: see
+_ObjectProduct; where a minProperties counts undeclared names, the matcher
+keeps them distinct instead). Declared keys come in chains (_key_chains:
+each set's own order; with ``any_order``, cut into pieces as far as
+ORDER_STATES allows), each key at most once: a key done passes the keys its
 chains list before it, and chains interleave, so the states are the sets of
 keys done, within ORDER_STATES (unless the declared names, merged into one
-order, are more). Undeclared keys come anywhere between them, and
+order, are more). With ``any_order``, most declared keys are free instead,
+in no chain: counted, not tracked, and kept distinct by the matcher
+(_ObjectProduct.settle). Undeclared keys come anywhere between them, and
 so may a declared key after its turn, failing the sets that declare it, where
 their results cannot change the label (_ObjectProduct.late_failures). An
 array's state is
@@ -185,12 +188,14 @@ def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = Fal
     # in schema order (any order allows at least that), then with one order per object.
     tries = [(any_order, ORDER_STATES, True), *([(False, ORDER_STATES, True)] if any_order else []), (False, 1, False)]
     # A value with long strings under several labels lexes them all in chunks and tails (see
-    # _Builder.long_string): found once its rules are built, which are then built again.
-    k, rigid = 0, frozenset()
+    # _Builder.long_string), a free key with no value is tracked, and free keys are chosen again where an
+    # object's rules were asked for a label that frees fewer (_ObjectProduct.settle): all found once the rules
+    # are built, which are then built again.
+    k, rigid, unfree, known_labels, stale = 0, frozenset(), frozenset(), {}, set()
     while True:
         free, order_states, late_keys = tries[k]
         builder = _Builder(schemas, strict_properties, free, caps, order_states=order_states, late_keys=late_keys,
-                           rigid=rigid)
+                           rigid=rigid, unfree=unfree, known_labels=known_labels)
         try:
             start = builder.value(context, context)
             builder.run()
@@ -200,11 +205,17 @@ def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = Fal
             k += 1
             continue
         mixed = frozenset(c for c, labels in builder.long_labels.items() if len(labels) > 1) - rigid
-        if not mixed:
+        productive = builder.productive() if builder.free_values else set()
+        valueless = frozenset(key for key, values in builder.free_values.items() if not values & productive)
+        if not mixed and not valueless and not builder.stale:
             break
         rigid |= mixed
+        unfree |= valueless
+        for c in builder.stale:  # (stale twice: every label the object can have)
+            known_labels[c] = None if c in stale else known_labels.get(c, set()) | builder.asked[c]
+        stale |= builder.stale
     rules = builder.grammar_rules(start)
-    distinct = (frozenset(builder.distinct), *builder.brackets) if builder.distinct else None
+    distinct = (frozenset(builder.distinct), *builder.brackets, builder.key_names) if builder.distinct else None
     return (rules, start, builder.terminal_dfas, builder.shadows, builder.glued & builder.terminal_dfas.keys(),
             builder.uncapped, distinct)
 
@@ -249,7 +260,8 @@ def _cap_node(schemas: Schemas, max_string_length: int | None, max_items: int | 
 
 class _Builder:
     def __init__(self, schemas: Schemas, strict: bool, any_order: bool, caps: tuple = (None, None),
-                 order_states: int = ORDER_STATES, late_keys: bool = True, rigid: frozenset = frozenset()):
+                 order_states: int = ORDER_STATES, late_keys: bool = True, rigid: frozenset = frozenset(),
+                 unfree: frozenset = frozenset(), known_labels: dict | None = None):
         self.schemas = schemas
         self.strict = strict
         self.late_keys = late_keys and not strict  # see _ObjectProduct.late_failures
@@ -264,6 +276,17 @@ class _Builder:
         self.shadows: dict = {}  # name -> the terminals that shadow it (key_terminal)
         # terminals whose lexemes must differ from each other in one array or object (unique_value, key_terminal)
         self.distinct: set = set()
+        self.key_names: dict = {}  # free keys' terminals (declared_key) -> their names
+        # Free keys of objects that count them (_ObjectProduct.settle): (context, name) -> their values' rules;
+        # and the (context, name) pairs to track instead, as one of those has no value.
+        self.free_values: dict = {}
+        self.unfree = unfree
+        # Per object context, the labels its rules are built for, in earlier builds (None: all it can have) and
+        # in this one; and the contexts where one of this build's came too late to choose its free keys
+        # (_ObjectProduct.settle).
+        self.known_labels = known_labels or {}
+        self.asked: dict = {}
+        self.stale: set = set()
         self._terminal_names: dict = {}  # (DFA digest, terminals shadowing it, distinct) -> name
         self._names: dict = {}  # key -> rule name
         self._todo: list = []  # (name, function building its alternatives)
@@ -313,24 +336,27 @@ class _Builder:
                 "the schema is too complex to compile: its combined object or array schemas reach too many "
                 "states (allOf, anyOf, oneOf, not, if/then/else, with keys in many orders)")
 
-    def terminal(self, language, hint: str, shadowed_by: frozenset = frozenset(), distinct: bool = False) -> str:
+    def terminal(self, language, hint: str, shadowed_by: frozenset = frozenset(), distinct: bool = False,
+                 name: str | None = None) -> str:
         """The terminal of a DFA; equal languages (minimal DFAs with equal tables)
         share one, unless other terminals shadow them (see ``key_terminal``) or
-        its lexemes must be distinct (``unique_value``)."""
-        key = (language.digest, shadowed_by, distinct)
-        name = self._terminal_names.get(key)
-        if name is None:
-            name = self._terminal_names[key] = f"{hint}{len(self._terminal_names)}"
-            self.terminal_dfas[name] = language
+        its lexemes must be distinct (``unique_value``; ``name``: a free key's,
+        declared_key)."""
+        key = (language.digest, shadowed_by, distinct, name)
+        terminal = self._terminal_names.get(key)
+        if terminal is None:
+            terminal = self._terminal_names[key] = f"{hint}{len(self._terminal_names)}"
+            self.terminal_dfas[terminal] = language
             if shadowed_by:
-                self.shadows[name] = shadowed_by
+                self.shadows[terminal] = shadowed_by
             if distinct:
-                self.distinct.add(name)
-        return name
+                self.distinct.add(terminal)
+            if name is not None:
+                self.key_names[terminal] = name
+        return terminal
 
-    def key_terminal(self, product, cell: int, language) -> str:
-        """The terminal of a member's key of ``language``: a declared name
-        (``cell`` < 0) or an undeclared key in ``product``'s ``cell``. Where
+    def key_terminal(self, product, cell: int) -> str:
+        """The terminal of an undeclared key in ``product``'s ``cell``. Where
         undeclared keys are any string, the object's declared names are not
         cut out of it (a DFA of its own per set of names, whose token tables no
         other object shares): they shadow it instead (grammar_from_rules'
@@ -339,11 +365,15 @@ class _Builder:
         so the lexer can always finish an undeclared key that is not a name.
         Undeclared keys of an object whose members are counted are distinct
         (``_ObjectProduct.distinct_keys``)."""
-        if cell < 0:
-            return self.terminal(language, "KEY")
-        names = frozenset(self.terminal(literal, "KEY") for literal in product.key_languages) if product.shadowed \
-            else frozenset()
-        return self.terminal(language, "KEY", shadowed_by=names, distinct=product.distinct_keys)
+        names = frozenset(self.declared_key(product, k) for k in range(len(product.keys))) \
+            if product.shadowed else frozenset()
+        return self.terminal(product.cells[cell].language, "KEY", shadowed_by=names, distinct=product.distinct_keys)
+
+    def declared_key(self, product, position: int) -> str:
+        """The terminal of a declared key; a free key's (_ObjectProduct.settle)
+        is distinct, and the matcher knows its name."""
+        name = product.keys[position] if product.free_bits >> position & 1 else None
+        return self.terminal(product.key_languages[position], "KEY", distinct=name is not None, name=name)
 
     # Values.
 
@@ -859,7 +889,8 @@ class _Builder:
         product = self._product(context, "object")
         if not product.can_reach(0, label):
             return None
-        state = product.prepare()
+        product.prepare()
+        state = product.settle(label)
         return self._rule(("ostart", context, label, state), "object",
                           lambda: self._close(product, label, state, '"}"') + self._members(product, label, state))
 
@@ -872,34 +903,57 @@ class _Builder:
                           + [('","',) + alt for alt in self._members(product, label, state)])
 
     def _members(self, product, label, state) -> list:
-        """The alternatives for the next member: an undeclared key, or a declared
-        one not done yet (which passes the keys its schemas list before it)."""
+        """The alternatives for the next member: an undeclared key, a free one
+        (_ObjectProduct.settle), or a declared one not done yet (which passes
+        the keys its schemas list before it)."""
         alternatives = []
         for c, cell in enumerate(product.cells):
             if not self.strict or cell.allowed_strict:
                 must_fail = product.repeat_must_fail(state, c, label)
                 if must_fail is not None:
-                    alternatives += self._member(product, label, state, cell.language, cell.requirements, state[0],
-                                                 c, must_fail)
+                    alternatives += self._member(product, label, state, self.key_terminal(product, c),
+                                                 cell.requirements, state[0], c, must_fail)
         for c in range(len(product.chains)):
             declared = self._declared(product, label, state, c)
             if declared is not None:
                 alternatives.append((declared,))
+        failed, count = state[1] | product.count_failures(state[2] + 1), min(state[2] + 1, product.count_cap)
+        if product.free and product.can_reach(failed, label):  # (every free member moves the state alike)
+            counts = state[4]
+            for g, (positions, _, counted) in enumerate(product.groups):
+                if counts[g] < len(positions) or not counted:
+                    after = (state[0], failed, count, state[3], (*counts[:g], counts[g] + counted, *counts[g + 1:]))
+                    alternatives.append((self._free_members(product, g), self._object_later(product, label, after)))
         for position in product.late_keys:
             after = product.late_failures(state, position, label)
             if after is not None:
                 self.late = True
-                alternatives += self._member(product, label, (state[0], after, state[2], state[3]),
-                                             product.key_languages[position], product.key_requirements[position],
+                alternatives += self._member(product, label, (state[0], after, *state[2:]),
+                                             self.declared_key(product, position), product.key_requirements[position],
                                              state[0])
         return alternatives
+
+    def _free_members(self, product, g: int) -> str:
+        """The rule for a member with a key of free group g (_ObjectProduct.settle):
+        one for every state and label, as they all move the state alike."""
+        def build():
+            positions, _, counted = product.groups[g]
+            alternatives = []
+            for position in positions:
+                ids = self._children(product.key_requirements[position])
+                value = self.value(frozenset(ids), frozenset(ids))
+                alternatives.append((self.declared_key(product, position), '":"', value))
+                if counted:
+                    self.free_values.setdefault((product.context, product.keys[position]), set()).add(value)
+            return alternatives
+        return self._rule(("ofree", product.context, g), "member", build)
 
     def _declared(self, product, label, state, c: int):
         """The rule for a member with the first key of chain c not done, or a later
         one (the keys in between left out, and the keys other chains list before
         it), or None. A key shared by chains comes through the first of them, so
         that each member has one derivation."""
-        done, failed, count, used = state
+        done, failed = state[:2]
         position = next((k for k in product.chains[c] if not done >> k & 1), None)
         if position is None:
             return None
@@ -913,35 +967,31 @@ class _Builder:
                     after |= product.requires[(bits & -bits).bit_length() - 1]
                     bits &= bits - 1
                 if product.can_reach(after, label):
-                    alternatives += self._declared_member(product, label, (done, after, count, used), position,
-                                                          done | skipped | 1 << position)
-            skip = (done | 1 << position, failed | product.requires[position], count, used)
+                    alternatives += self._member(product, label, (done, after, *state[2:]),
+                                                 self.declared_key(product, position),
+                                                 product.key_requirements[position], done | skipped | 1 << position)
+            skip = (done | 1 << position, failed | product.requires[position], *state[2:])
             rest = self._declared(product, label, skip, c) if product.can_reach(skip[1], label) else None
             return alternatives + ([(rest,)] if rest is not None else [])
         return self._rule(("odeclared", product.context, label, state, c), "member", build)
 
-    def _declared_member(self, product, label, state, position: int, done: int) -> list:
-        return self._member(product, label, state, product.key_languages[position],
-                            product.key_requirements[position], done)
-
-    def _member(self, product, label, state, key_language, requirements, done: int, cell: int = -1,
+    def _member(self, product, label, state, key: str, requirements, done: int, cell: int = -1,
                 must_fail: tuple = ()) -> list:
         """Alternatives ``key ":" value later`` for each label of the member's
         value; ``cell``: the region of an undeclared key (-1: a declared one),
         ``must_fail``: schemas its value may not satisfy."""
-        _, failed, count, used = state
+        _, failed, count, used, free = state
         alive = [(k, r) for k, r in enumerate(requirements) if not failed >> k & 1]
         failed_before = ([r for k, r in enumerate(requirements) if failed >> k & 1]
                          if cell >= 0 and product.repeatable(cell) else [])
         ids = self._children([r for _, r in alive], failed_before)  # (see _ObjectProduct.repeat_matters)
-        key = self.key_terminal(product, cell, key_language)
         too_many = product.count_failures(count + 1)
         alternatives = []
         for child_label in self._labels(ids):
             new_failed = failed | too_many | _unmet(alive, child_label)
             if product.can_reach(new_failed, label) and not child_label & set(must_fail):
                 after = (done, new_failed, min(count + 1, product.count_cap),
-                         used | product.repeat_matters(cell, new_failed, label) << cell if cell >= 0 else used)
+                         used | product.repeat_matters(cell, new_failed, label) << cell if cell >= 0 else used, free)
                 alternatives.append((key, '":"', self.value(frozenset(ids), child_label),
                                      self._object_later(product, label, after)))
         return alternatives
@@ -1051,7 +1101,7 @@ class _Builder:
 
     def grammar_rules(self, start: str) -> dict:
         """The productive rules ``start`` reaches, string literals made terminals."""
-        productive = self._productive()
+        productive = self.productive()
         if start not in productive:
             raise ConstrainedError(
                 "no JSON value satisfies the schema: its constraints contradict each other (for example a required "
@@ -1083,13 +1133,14 @@ class _Builder:
                 used_terminals.update(s for s in alt if s[0].isupper())
         self.shadows = {n: names for n, names in self.shadows.items() if n in used_terminals}
         self.distinct &= used_terminals
+        self.key_names = {t: name for t, name in self.key_names.items() if t in used_terminals}
         self.brackets = ([literals[s] for s in ('"["', '"{"') if s in literals],
                          [literals[s] for s in ('"]"', '"}"') if s in literals])
         used_terminals.update(*self.shadows.values())
         self.terminal_dfas = {n: d for n, d in self.terminal_dfas.items() if n in used_terminals}
         return rules
 
-    def _productive(self) -> set:
+    def productive(self) -> set:
         """The rules that derive at least one string (a rule appears once all the
         rules of one of its alternatives do)."""
         waiting: dict = {}  # rule -> [(owner, alternative index)]
@@ -1254,7 +1305,7 @@ def _outcome(node: Node, own: int, can: dict) -> int:
     return (2 if all(t & 2 for t in terms) else 0) | (1 if any(t & 1 for t in terms) else 0)
 
 
-def _key_chains(atoms: list, any_order: bool, order_states: int = ORDER_STATES) -> list:
+def _key_chains(atoms: list, any_order: bool, order_states: int = ORDER_STATES, leave_out=frozenset()) -> list:
     """The orders declared keys must keep: each keyword set's properties in
     schema order (names only required have none), so that the keys of sets that
     combine may interleave. Neighbouring chains (in the order a reader meets
@@ -1263,9 +1314,12 @@ def _key_chains(atoms: list, any_order: bool, order_states: int = ORDER_STATES) 
     of all of them merged (_merged_order); all are one chain where they
     disagree (a cycle). With ``any_order``, the chains are then cut
     into pieces that interleave (_cut): any order allows all that schema order
-    does, and more as far as ``order_states`` allows."""
-    names = list(dict.fromkeys(name for atom in atoms for name in [p[0] for p in atom.properties] + list(atom.required)))
-    chains = [list(chain) for chain in dict.fromkeys(tuple(dict.fromkeys(p[0] for p in atom.properties))
+    does, and more as far as ``order_states`` allows. The names ``leave_out``
+    are in no chain (free keys, _ObjectProduct.settle)."""
+    names = list(dict.fromkeys(name for atom in atoms for name in [p[0] for p in atom.properties] + list(atom.required)
+                               if name not in leave_out))
+    chains = [list(chain) for chain in dict.fromkeys(tuple(dict.fromkeys(p[0] for p in atom.properties
+                                                                         if p[0] not in leave_out))
                                                      for atom in atoms) if chain]
     ordered = {name for chain in chains for name in chain}
     chains += [[name] for name in names if name not in ordered]
@@ -1529,7 +1583,9 @@ class _Product:
 
 
 class _ObjectProduct(_Product):
-    """State: (the declared keys done, as bits; failed sets; members so far)."""
+    """State: (the declared keys done, as bits; failed sets; members so far;
+    regions of undeclared names used, see repeat_must_fail; free keys so far,
+    see settle)."""
 
     kind = "object"
 
@@ -1537,17 +1593,14 @@ class _ObjectProduct(_Product):
         builder = self.builder
         # Each set's declared names in schema order, sets in the order a reader meets them.
         rank = {i: k for k, i in enumerate(builder.closure(self.context, preorder=True))}
-        chains = _key_chains([atom for _, atom in sorted(zip(self.set_nodes, self.sets), key=lambda p: rank[p[0]])],
-                             builder.any_order, builder.order_states)
+        self._atoms = [atom for _, atom in sorted(zip(self.set_nodes, self.sets), key=lambda p: rank[p[0]])]
+        chains = _key_chains(self._atoms, builder.any_order, builder.order_states)
         builder.interleaved |= len(chains) > 1
         self.keys = keys = _merged_order(chains)
-        number = {name: k for k, name in enumerate(keys)}
-        self.chains = [[number[name] for name in chain] for chain in chains]
-        self.owner = {}  # per key: the first chain holding it
-        for c, chain in enumerate(self.chains):
-            for k in chain:
-                self.owner.setdefault(k, c)
-        self.before = _listed_before(chains, number)
+        self.position = {name: k for k, name in enumerate(keys)}
+        self._set_chains(chains)
+        self.free, self.free_bits, self.groups = None, 0, []  # see settle
+        self._harmful: dict = {}  # label -> the sets whose failure it allows
         self.key_languages = [scalar_literal(k) for k in keys]
         self.requires = [sum(1 << k for k, atom in enumerate(self.sets) if name in atom.required) for name in keys]
         self.required_keys = [sum(1 << j for j, name in enumerate(keys) if name in atom.required) for atom in self.sets]
@@ -1585,7 +1638,79 @@ class _ObjectProduct(_Product):
         self.late_keys = [k for k, requirements in enumerate(self.key_requirements)
                           if any(not self.declaring[k] >> j & 1 and r != FALSE for j, r in enumerate(requirements))
                           ] if builder.late_keys and len(self.sets) <= LATE_KEY_SETS else []
-        return (0, 0, 0, 0)
+        unfree = {name for context, name in builder.unfree if context == self.context}
+        self.plain = [k for k, name in enumerate(keys) if builder.any_order and _plain_name(name)
+                      and FALSE not in self.key_requirements[k] and name not in unfree]
+        # A region of undeclared keys where any further member may go, whatever came before: then a free
+        # key (settle) is never the only way on, and free keys need no count.
+        self.open = any(dfa.endless(cell.language) and all(r == TRUE for r in cell.requirements)
+                        and (not builder.strict or cell.allowed_strict) and not self.repeatable(c)
+                        for c, cell in enumerate(self.cells))
+        return (0, 0, 0, 0, ())
+
+    # With property_order="any", a declared key need not have a bit in ``done``:
+    # it is free, any number of times as far as the grammar knows, and the
+    # matcher keeps the names of an object distinct (json_unique.py). That is
+    # exact where a derivation that repeats a free member can always do
+    # without the repeat, or give the member another name:
+    # * a free key asks nothing of the sets whose failure the label allows
+    #   (a second value could fail one where the first did not), and none of
+    #   those counts members (a repeat could pass its maxProperties); the
+    #   other sets must hold, so every free member moves the state alike:
+    #   members + 1, no set failed, one more of its group;
+    # * the state counts the members of each group of free keys that the same
+    #   sets require, up to the group's size, so a group complete is a set's
+    #   required keys all given, and a group not complete has a name left; its
+    #   keys all have a value (schema_grammar checks, else builds again with
+    #   the key tracked), so that name may come wherever a repeat could;
+    # * the keys no set requires need no count in an ``open`` object: there
+    #   any member may come instead.
+
+    def settle(self, label) -> tuple:
+        """The state at "{" of the rules for ``label``. The first label fixes the
+        free keys (``free``, as bits ``free_bits``, by the sets requiring them
+        ``groups``: (positions, those sets as bits, whether the state counts
+        them: all but the keys no set requires in an ``open`` object)) for
+        every label, so that the states move alike under each (the labels
+        asked for in earlier builds count too, builder.known_labels); a later
+        label that would free fewer makes the build stale (builder.stale)."""
+        builder = self.builder
+        builder.asked.setdefault(self.context, set()).add(label)
+        if self.free is None:
+            labels = builder.known_labels.get(self.context, set())
+            labels = (self.possible_labels(0) if labels is None else labels) | {label}
+            self.free = tuple(p for p in self.plain if all(self._frees(p, other) for other in labels))
+            self.free_bits = sum(1 << p for p in self.free)
+            by_sets: dict = {}
+            for p in self.free:
+                by_sets.setdefault(self.requires[p], []).append(p)
+            self.groups = [(tuple(positions), requiring, bool(requiring) or not self.open)
+                           for requiring, positions in by_sets.items()]
+            if self.free:
+                builder.interleaved = True
+                self._set_chains(_key_chains(self._atoms, builder.any_order, builder.order_states,
+                                             leave_out=frozenset(self.keys[p] for p in self.free)))
+        elif not all(self._frees(p, label) for p in self.free):
+            builder.stale.add(self.context)
+        return (*self.prepare()[:4], (0,) * len(self.groups))
+
+    def _frees(self, position: int, label) -> bool:
+        """Whether a declared key may be free in an object built for ``label``."""
+        harmful = self._harmful.get(label)
+        if harmful is None:
+            harmful = self._harmful[label] = [k for k in range(len(self.sets)) if self.can_reach(1 << k, label)]
+        return all(self.sets[k].max_properties is None and self.key_requirements[position][k] == TRUE
+                   for k in harmful)
+
+    def _set_chains(self, chains: list) -> None:
+        """The declared keys' ``chains`` as positions, the first chain holding
+        each key (``owner``), and per key the keys its chains list before it."""
+        self.chains = [[self.position[name] for name in chain] for chain in chains]
+        self.owner = {}
+        for c, chain in enumerate(self.chains):
+            for k in chain:
+                self.owner.setdefault(k, c)
+        self.before = _listed_before(chains, self.position)
 
     def _requirements(self, member_of, name=None) -> list:
         """Per set, the node a member's value must satisfy (FALSE: the key is not
@@ -1627,8 +1752,10 @@ class _ObjectProduct(_Product):
         return sum(1 << k for k, a in enumerate(self.sets) if a.max_properties is not None and count > a.max_properties)
 
     def complete(self, k: int, state) -> bool:
-        done, _, count, _ = state
-        return not self.required_keys[k] & ~done and count >= self.sets[k].min_properties
+        done, _, count, _, counts = state
+        return (not self.required_keys[k] & ~done & ~self.free_bits and count >= self.sets[k].min_properties
+                and all(n == len(positions) for (positions, requiring, _), n in zip(self.groups, counts)
+                        if requiring >> k & 1))
 
     # Two undeclared members of one region may have the same name. A JSON parser
     # keeps the last value, and the object then has one member fewer than were
@@ -1664,7 +1791,7 @@ class _ObjectProduct(_Product):
         """For another member in ``cell``: None where it could give ``label``
         only because its name repeats one before; else the schemas its value
         must not satisfy (those on which sets failed, maybe under that name)."""
-        _, failed, count, used = state
+        _, failed, count, used, _ = state
         if not used >> cell & 1:
             return ()
         requirements = self.cells[cell].requirements
@@ -1689,7 +1816,7 @@ class _ObjectProduct(_Product):
     def late_failures(self, state, position: int, label: frozenset) -> int | None:
         """The failed sets after a late member with key ``position`` (see above),
         or None where it must not come late."""
-        done, failed, count, _ = state
+        done, failed, count = state[:3]
         if not done >> position & 1:
             return None
         wrong = (self.declaring[position] | self.counting | failed & self.judging[position]
@@ -1716,6 +1843,12 @@ class _ObjectProduct(_Product):
                           for counted, real in [(results | extra, results) if passed else (results, results | extra)])
             self._misleading[key] = hit
         return hit
+
+
+def _plain_name(name: str) -> bool:
+    """Whether a property name has one spelling, its characters as they are (so
+    the matcher can find the tokens that spell a prefix of it)."""
+    return name.isascii() and name.isprintable() and '"' not in name and "\\" not in name
 
 
 class _Cell:

@@ -1,25 +1,35 @@
 """Strings that must differ from the others of their array or object:
-uniqueItems over strings, and the undeclared property names of an object
-whose members are counted (minProperties). They are lexemes of terminals the
-schema compiler marks distinct (json_schema_rules' ``unique_value`` and
-``key_terminal``), and the matcher keeps those of each array and object,
+uniqueItems over strings, the undeclared property names of an object whose
+members are counted (minProperties), and the names of free keys under
+property_order="any". They are lexemes of terminals the schema compiler
+marks distinct (json_schema_rules' ``unique_value``, ``key_terminal`` and
+``declared_key``), and the matcher keeps those of each array and object,
 decoded, so that no token may complete one equal to an earlier one there.
 
-No grammar can do this (the strings are unbounded), so the state of a
-matcher here is the grammar's (lexer state, parser stack) with two more
-parts: the bytes read of the distinct lexeme under way (None outside one) and
-the strings so far of each array and object open, innermost last ("[" and
-"{" lexemes open one, "]" and "}" close it).
+No grammar can do this (the strings are unbounded, or the names too many to
+track as a set), so the state of a matcher here is the grammar's (lexer
+state, parser stack) with two more parts: the bytes read of the distinct
+lexeme under way (None outside one) and the strings so far of each array and
+object open, innermost last ("[" and "{" lexemes open one, "]" and "}" close
+it).
 
 The mask is the grammar's, less the tokens that would complete a repeated
-string. Only tokens with a quote can complete one: a token with one quote
-completes the string under way with the bytes before its quote, looked up by
-what they decode to (``_QuotedTokens.closing``); the few with more quotes
-(230 of 128,000 in Llama 3) are stepped through. A string always has another
-ending, since every unfinished lexeme of a distinct terminal has infinitely
-many (checked when the schema compiles), so this leaves no dead end.
+string, or leave a key under way that can only become a free key's name the
+object has. Only tokens with a quote can complete a string: one that ends
+the string under way does so with its bytes before that quote, looked up by
+what they decode to (``_QuotedTokens.closing``); the few that may hold a
+string whole between two of their quotes are found by that string
+(``enclosing``) and stepped through. Names have one spelling, so the tokens
+that begin or go on with part of one are found by their bytes (``into``,
+``inside``) and stepped through.
+
+No dead end is left: every unfinished lexeme of an undeclared or unique
+string has infinitely many endings (checked when the schema compiles), and
+where a key starts, the grammar offers a name the object has not given yet
+(json_schema_rules' _ObjectProduct.settle).
 """
 
+import itertools
 import json
 import weakref
 
@@ -30,6 +40,7 @@ from .grammar import Grammar, GrammarMatcher
 
 _ESCAPE_TAIL = 11  # bytes an unfinished character may take at the end of a string's text: "\ud83d\ude0"
 _TOKENS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # vocabulary -> _QuotedTokens
+_MEMO = 4096  # sets of strings kept per vocabulary with the tokens that hold or spell into them (_QuotedTokens)
 
 
 class DistinctItemsGrammar(Grammar):
@@ -37,12 +48,14 @@ class DistinctItemsGrammar(Grammar):
     of the ``distinct`` terminals (names); ``opening`` and ``closing`` name the
     terminals of "[" and "{", and of "]" and "}"."""
 
-    def __init__(self, grammar: Grammar, distinct: frozenset, opening: tuple, closing: tuple):
+    def __init__(self, grammar: Grammar, distinct: frozenset, opening: tuple, closing: tuple, key_names: dict):
         super().__init__(grammar.lark, grammar.language, grammar.description, grammar._lark_lexes)
         index = {name: k for k, name in enumerate(self.language.names)}
         self.distinct = frozenset(index[name] for name in distinct)
         self.opening = frozenset(index[name] for name in opening if name in index)
         self.closing = frozenset(index[name] for name in closing if name in index)
+        self.key_names = {index[name]: key for name, key in key_names.items()}  # free keys' terminals -> names
+        self.spellings = {key: json.dumps(key).encode() for key in self.key_names.values()}
 
     def _new_matcher(self, index) -> "DistinctItemsMatcher":
         return DistinctItemsMatcher(index, self)
@@ -72,8 +85,15 @@ class DistinctItemsGrammar(Grammar):
             start, before = end, b""
         q, stack = after
         read = before + data[start:]
-        inside = read and any(k in self.distinct for k in self.language.lexer.alive_terminals[q])
-        return q, stack, read if inside else None, seen
+        if not read:
+            return q, stack, None, seen
+        valid = self.language.context(stack).valid
+        live = [k for k in self.language.lexer.alive_terminals[q] if valid[k]]
+        if not any(k in self.distinct for k in live):
+            return q, stack, None, seen
+        if seen[-1] and all(self.key_names.get(k) in seen[-1] for k in live):
+            return None  # only names the object has: a dead end (where a key starts, the grammar offers others)
+        return q, stack, read, seen
 
     def matches(self, text: str) -> bool:
         state = self.step(self.start(), text.encode())
@@ -103,18 +123,31 @@ class DistinctItemsMatcher(GrammarMatcher):
         if state is None:
             return words
         _, _, under_way, seen = state
-        earlier = seen[-1]
-        # a token repeats a string only if it completes one, and two it completes may be equal
-        quotes = 2 if any(seen) else 3 if under_way is not None else 4
-        stepped = self._quoted.with_quotes(quotes)
-        stepped = stepped[(words[stepped >> 5] >> (stepped & 31) & 1).astype(bool)]
-        repeating = [t for t in stepped.tolist() if self._step(state, t) is None]
-        if under_way is not None and earlier:
+        repeating, suspects = [], []
+        if under_way is not None:
             done, tail = _decoded(under_way)
-            closing = self._quoted.closing(tail)
-            for item in earlier:
+            ends, ended = self._quoted.closing(tail)
+            for item in seen[-1]:  # tokens whose first quote ends the string under way as an earlier one
                 if item.startswith(done):
-                    repeating += closing.get(item[len(done):], ())
+                    repeating += ends.get(item[len(done):], ())
+            # (and those that hold it again whole, further on: stepped)
+            held = self._quoted.with_quotes(3)
+            held = held[(words[held >> 5] >> (held & 31) & 1).astype(bool)]
+            suspects.append(np.array([t for t in held.tolist() if t in ended and done + ended[t] in self._quoted.held(t)],
+                                     dtype=np.int64))
+        # Tokens that may hold a string whole that repeats an earlier one, or hold one twice, or lead into a
+        # key that can only be a name the object has: stepped.
+        used = frozenset().union(*seen)
+        suspects.append(self._quoted.enclosing(used))
+        names = self.grammar.spellings
+        if names and used:
+            suspects.append(self._quoted.into(frozenset(names[k] for k in used if k in names)))
+            if under_way is not None:
+                suspects.append(self._quoted.inside(under_way, frozenset(
+                    names[k] for k in seen[-1] if k in names and names[k].startswith(under_way))))
+        suspects = np.concatenate(suspects)
+        suspects = suspects[(words[suspects >> 5] >> (suspects & 31) & 1).astype(bool)]
+        repeating += [t for t in suspects.tolist() if self._step(state, t) is None]
         if not repeating:
             return words
         words = words.copy()
@@ -132,6 +165,13 @@ class _QuotedTokens:
         self.quotes = np.array([t.count(b'"') for t in tokens], dtype=np.int64)
         self._with: dict = {}
         self._closing: dict = {}
+        self._enclosed: dict | None = None  # a string a token may hold whole -> the tokens (enclosing)
+        self._held: dict = {}  # token -> the strings it may hold whole
+        self._enclosing: dict = {}
+        self._ending: dict | None = None  # a token's bytes from its last quote on -> the tokens
+        self._unquoted: dict | None = None  # a token without quotes' bytes -> the tokens
+        self._into: dict = {}
+        self._inside: dict = {}
 
     def with_quotes(self, n: int) -> np.ndarray:
         """The tokens with at least ``n`` quotes."""
@@ -139,21 +179,126 @@ class _QuotedTokens:
             self._with[n] = np.flatnonzero(self.quotes >= n)
         return self._with[n]
 
-    def closing(self, tail: bytes) -> dict:
+    def closing(self, tail: bytes) -> tuple:
         """For a string's text under way that ends in ``tail`` (an unfinished
-        character, or nothing): what the tokens with one quote that close the
-        string add to it, decoded -> those tokens."""
+        character, or nothing): what the tokens that close the string add to
+        it (their bytes before the quote that does), decoded -> those tokens,
+        and token -> that."""
         found = self._closing.get(tail)
         if found is None:
-            found = self._closing[tail] = {}
-            for t in np.flatnonzero(self.quotes == 1).tolist():
-                token = self.tokens[t]
-                try:
-                    rest = json.loads(b'"' + tail + token[:token.index(b'"')] + b'"')
-                except ValueError:  # an escaped quote, or bytes no string allows
+            ends, ended = {}, {}
+            for t in np.flatnonzero(self.quotes >= 1).tolist():
+                text = tail + self.tokens[t]
+                end = next(iter(_quotes(text)), None)
+                if end is None or end < len(tail):  # (the string goes on; a quote in the tail is escaped)
                     continue
-                found.setdefault(rest, []).append(t)
+                try:
+                    ended[t] = json.loads(b'"' + text[:end] + b'"')
+                except ValueError:  # bytes no string allows
+                    continue
+                ends.setdefault(ended[t], []).append(t)
+            found = self._closing[tail] = ends, ended
         return found
+
+    def enclosing(self, strings: frozenset) -> np.ndarray:
+        """The tokens that may hold one of ``strings`` whole, or a string twice,
+        between quotes that no backslash escapes (see ``held``)."""
+        if self._enclosed is None:
+            self._enclosed = {None: []}  # None: the tokens that may hold a string twice
+            for t in np.flatnonzero(self.quotes >= 2).tolist():
+                for string in self.held(t):
+                    self._enclosed.setdefault(string, []).append(t)
+                if self.quotes[t] >= 4 and _holds_twice(self.tokens[t]):
+                    self._enclosed[None].append(t)
+        found = self._enclosing.get(strings)
+        if found is None:
+            found = self._enclosing[strings] = np.array(
+                sorted({t for s in (None, *strings) for t in self._enclosed.get(s, ())}), dtype=np.int64)
+            if len(self._enclosing) > _MEMO:
+                self._enclosing.clear()
+        return found
+
+    def held(self, token: int) -> frozenset:
+        """The strings that token ``token`` may hold whole: between two of its
+        quotes that no backslash escapes (read as it is, and after a backslash
+        before it), decoded."""
+        found = self._held.get(token)
+        if found is None:
+            found = set()
+            text = self.tokens[token]
+            for escaped in (False, True):
+                for a, b in itertools.pairwise(_quotes(text, escaped)):
+                    try:
+                        found.add(json.loads(b'"' + text[a + 1:b] + b'"'))
+                    except ValueError:  # no string's text
+                        pass
+            found = self._held[token] = frozenset(found)
+        return found
+
+    def into(self, spellings: frozenset) -> np.ndarray:
+        """The tokens with a quote whose bytes from their last one on are a
+        prefix of one of ``spellings`` with a character or more but short of its
+        closing quote (a key begun as a name it may only be)."""
+        found = self._into.get(spellings)
+        if found is None:
+            if self._ending is None:
+                self._ending = {}
+                for t in np.flatnonzero(self.quotes >= 1).tolist():
+                    token = self.tokens[t]
+                    self._ending.setdefault(token[token.rindex(b'"'):], []).append(t)
+            ids = {t for s in spellings for j in range(2, len(s)) for t in self._ending.get(s[:j], ())}
+            found = self._into[spellings] = np.array(sorted(ids), dtype=np.int64)
+            if len(self._into) > _MEMO:
+                self._into.clear()
+        return found
+
+    def inside(self, under_way: bytes, spellings: frozenset) -> np.ndarray:
+        """The tokens without a quote that take ``under_way`` to a longer
+        prefix of one of ``spellings`` (short of its closing quote)."""
+        key = (under_way, spellings)
+        found = self._inside.get(key)
+        if found is None:
+            if self._unquoted is None:
+                self._unquoted = {}
+                for t in np.flatnonzero(self.quotes == 0).tolist():
+                    self._unquoted.setdefault(self.tokens[t], []).append(t)
+            ids = {t for s in spellings for j in range(len(under_way) + 1, len(s))
+                   for t in self._unquoted.get(s[len(under_way):j], ())}
+            found = self._inside[key] = np.array(sorted(ids), dtype=np.int64)
+            if len(self._inside) > _MEMO:
+                self._inside.clear()
+        return found
+
+
+def _holds_twice(token: bytes) -> bool:
+    """Whether ``token`` may hold two equal strings whole (between its first and
+    second quote and its third and fourth, say, or its second and third and
+    fourth and fifth: read as it is, and after a backslash before it)."""
+    for escaped in (False, True):
+        quotes = _quotes(token, escaped)
+        for first in (0, 1):
+            pieces = [token[a + 1:b] for a, b in zip(quotes[first::2], quotes[first + 1::2])]
+            try:
+                strings = [json.loads(b'"' + piece + b'"') for piece in pieces]
+            except ValueError:  # (a piece no string's text is never one: the token is never read so)
+                continue
+            if len(set(strings)) < len(strings):
+                return True
+    return False
+
+
+def _quotes(text: bytes, escaped: bool = False) -> list:
+    """Where ``text`` has a quote that no backslash escapes (``escaped``: its
+    first byte is escaped)."""
+    found = []
+    for i, byte in enumerate(text):
+        if escaped:
+            escaped = False
+        elif byte == 0x5C:  # a backslash
+            escaped = True
+        elif byte == 0x22:
+            found.append(i)
+    return found
 
 
 def _decoded(under_way: bytes) -> tuple:

@@ -11,6 +11,7 @@ import math
 import re
 from types import SimpleNamespace
 
+import numpy as np
 import jsonschema
 import pytest
 from hypothesis import assume, example, given, strategies as st
@@ -282,44 +283,103 @@ def test_property_order_any_lets_few_declared_properties_come_in_any_order():
     assert not accepts(combined, {"b": 1, "a": 0}) and not accepts(combined, {"c": 0, "b": 2, "a": 0})
 
 
-def test_property_order_any_frees_up_to_six_declared_properties():
-    grammar = compiled({"properties": {k: {} for k in "abcdef"}, "required": ["f"]}, property_order="any")
-    assert accepts(grammar, {"f": 6, "d": 4, "b": 2, "e": 5, "c": 3, "a": 1})
-    assert accepts(grammar, {"x": 0, "b": 2, "y": 1, "f": 6, "z": 2})  # undeclared ones go anywhere
-    assert not accepts(grammar, {"b": 2, "a": 1})  # f is required
-    assert not grammar.matches('{"f": 0, "a": 1, "f": 2}')  # each declared key at most once
+def test_property_order_any_frees_declared_properties_of_plain_names():
+    """Declared keys whose names have one spelling are free: a count per set
+    of sets requiring them, not a bit each, and the matcher keeps them distinct."""
+    keys = [f"k{i:02}" for i in range(30)]
+    schema = {"properties": {k: {"type": "integer"} for k in keys}, "required": keys[::3], "additionalProperties": False}
+    grammar = compiled(schema, property_order="any")
+    assert accepts(grammar, dict.fromkeys(reversed(keys), 0)) and accepts(grammar, dict.fromkeys(keys[::3][::-1], 0))
+    assert not accepts(grammar, dict.fromkeys(keys[1::3], 0))  # the required ones missing
+    assert not accepts(grammar, {**dict.fromkeys(keys[::3], 0), "k01": "x"})
+    assert not grammar.matches('{' + ", ".join(f'"{k}": 0' for k in keys[::3]) + ', "k01": 1, "k01": 2}')
+    assert not grammar.matches('{' + ", ".join(f'"{k}": 0' for k in keys[::3]) + ', "k00": 1}')  # (required too)
 
 
-@given(order=st.permutations("abcdefg"), size=st.integers(1, 7))
-def test_property_order_any_groups_neighbours_past_six_declared_properties(order, size):
-    """Seven declared keys would make 128 sets of keys done, past ORDER_STATES:
+# Names spelled several ways ("é" as é or \u00e9) are tracked as before: a bit each, within ORDER_STATES.
+TRACKED = [f"\u00e9{c}" for c in "abcdefghijklmno"]
+
+
+@given(order=st.permutations(TRACKED[:7]), size=st.integers(1, 7))
+def test_property_order_any_groups_neighbours_past_six_tracked_properties(order, size):
+    """Seven tracked keys would make 128 sets of keys done, past ORDER_STATES:
     neighbours pair up (ab, cd, ef, g) and keep their order, the pairs
     interleaving (3 * 3 * 3 * 2 = 54 sets)."""
     value = {k: 0 for k in order[:size]}
-    pairs_in_order = all(order.index(a) < order.index(b) for a, b in ("ab", "cd", "ef") if a in value and b in value)
-    grammar = compiled({"properties": {k: {} for k in "abcdefg"}}, property_order="any")
+    pairs_in_order = all(order.index(TRACKED[a]) < order.index(TRACKED[b]) for a, b in ((0, 1), (2, 3), (4, 5))
+                         if TRACKED[a] in value and TRACKED[b] in value)
+    grammar = compiled({"properties": {k: {} for k in TRACKED[:7]}}, property_order="any")
     assert accepts(grammar, value) == pairs_in_order, value
 
 
 def test_property_order_any_cuts_a_long_order_in_two_where_it_fits():
-    """15 keys would be one piece again after pairs and larger groups (8 and 7
-    make 72 sets of keys done): the first 11 and the last 4 (60) interleave."""
-    keys = [f"k{i:02}" for i in range(15)]
-    grammar = compiled({"properties": {k: {} for k in keys}}, property_order="any")
-    assert accepts(grammar, {"k11": 0, "k00": 0, "k14": 0, "k05": 0}) and accepts(grammar, dict.fromkeys(keys, 0))
-    assert not accepts(grammar, {"k01": 0, "k00": 0}) and not accepts(grammar, {"k14": 0, "k11": 0})
+    """15 tracked keys would be one piece again after pairs and larger groups
+    (8 and 7 make 72 sets of keys done): the first 11 and the last 4 (60) interleave."""
+    k = TRACKED
+    grammar = compiled({"properties": {key: {} for key in k}}, property_order="any")
+    assert accepts(grammar, {k[11]: 0, k[0]: 0, k[14]: 0, k[5]: 0}) and accepts(grammar, dict.fromkeys(k, 0))
+    assert not accepts(grammar, {k[1]: 0, k[0]: 0}) and not accepts(grammar, {k[14]: 0, k[11]: 0})
 
 
 def test_property_order_any_falls_back_to_schema_order_where_free_orders_make_too_many_rules():
-    """120 objects whose 6 keys were all free would need too many rules: the
-    grammar is built in schema order again, where two schemas' keys still
-    interleave (any order allows at least that), not in one order per object."""
+    """120 objects whose 6 tracked keys were all free would need too many
+    rules: the grammar is built in schema order again, where two schemas' keys
+    still interleave (any order allows at least that), not in one order per object."""
+    a, b, c, d, e, f = TRACKED[:6]
     schema = {"type": "object", "properties": {f"p{i}": {"allOf": [
-        {"properties": {k: {"minimum": i} for k in "abc"}}, {"properties": {k: {"minimum": i} for k in "def"}}]}
+        {"properties": {k: {"minimum": i} for k in (a, b, c)}}, {"properties": {k: {"minimum": i} for k in (d, e, f)}}]}
         for i in range(120)}}
     grammar = compiled(schema, property_order="any")
-    assert accepts(grammar, {"p0": {"d": 1, "a": 2}, "p119": {"a": 119, "e": 120}})
-    assert not accepts(grammar, {"p0": {"b": 1, "a": 2}}) and not accepts(grammar, {"p1": {"a": 0}})
+    assert accepts(grammar, {"p0": {d: 1, a: 2}, "p119": {a: 119, e: 120}})
+    assert not accepts(grammar, {"p0": {b: 1, a: 2}}) and not accepts(grammar, {"p1": {a: 0}})
+
+
+def test_property_order_any_builds_again_where_a_label_frees_fewer_keys(monkeypatch):
+    """An item that must match ``contains`` may take "a" free, one that need not
+    may not (a second value of "a" could be what fails ``contains``). The label
+    met first freed "a", a later one did not: the rules are built again with "a"
+    tracked in that object, as its states must move alike under every label."""
+    stale = []
+    run = json_schema_rules._Builder.run
+    monkeypatch.setattr(json_schema_rules._Builder, "run", lambda self: (run(self), stale.append(bool(self.stale))))
+    schema = {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}},
+              "contains": {"properties": {"a": {"minimum": 5}}}}
+    grammar = json_schema(schema, property_order="any")
+    assert stale == [True, False]
+    for value in [[{"a": 1}], [{"b": 0, "a": 5}], [{"a": 1}, {"b": 0, "a": 7}], [{"a": "x"}], [{"b": 1}, {"a": 5, "b": 2}]]:
+        assert accepts(grammar, value) == valid(schema, value), value
+
+
+def test_property_order_any_tracks_a_free_key_that_no_value_satisfies():
+    """A closed object counts its free keys, and so must be able to give each:
+    "z" has no value, so it is tracked instead (the rules built again), else
+    the count would let "a" twice stand in for "a" and "z", a path the matcher
+    then cuts: with three members asked for, no value is valid."""
+    schema = {"type": "object", "properties": {"a": {}, "b": {}, "z": {"type": "string", "minLength": 2, "maxLength": 1}},
+              "additionalProperties": False}
+    assert accepts(compiled(schema, property_order="any"), {"b": 1, "a": 2})
+    with pytest.raises(ConstrainedError, match="no JSON value satisfies"):
+        json_schema({**schema, "minProperties": 3}, property_order="any")
+
+
+def test_the_mask_keeps_free_keys_distinct_and_never_leads_into_one_given_already(tokenizers):
+    """With "name" given, '"name' can only become that name again: no token may
+    lead there, while '"nam' may still become "nam"."""
+    tok = tokenizers("llama3")
+    vocab = constrained.vocabulary(tok)
+    schema = {"type": "object", "properties": {"name": {"type": "integer"}, "nam": {"type": "integer"}},
+              "additionalProperties": False}
+    matcher = compiled(schema, property_order="any").matcher(tok)
+    for t in tok.encode('{"name": 1, ', add_special_tokens=False):
+        matcher.advance(t)
+    allowed = np.flatnonzero(matcher.allowed())
+    assert all(matcher.accepts([t]) for t in allowed)  # the mask and advancing agree
+    assert not matcher.is_allowed(vocab.tokens.index(b'"name'))
+    assert not matcher.accepts([vocab.tokens.index(b'"'), vocab.tokens.index(b'name')])
+    assert matcher.accepts(tok.encode('"nam": 2}', add_special_tokens=False))
+    assert not matcher.accepts(tok.encode('"name": 2}', add_special_tokens=False))
+    matcher.advance(vocab.tokens.index(b'"'))
+    assert not matcher.is_allowed(vocab.tokens.index(b'name')) and matcher.is_allowed(vocab.tokens.index(b'nam'))
 
 
 @given(data=st.data())
