@@ -111,7 +111,7 @@ class DistinctItemsMatcher(GrammarMatcher):
         self.grammar = grammar
         self._quoted = _TOKENS.get(self.vocab)
         if self._quoted is None:
-            self._quoted = _TOKENS[self.vocab] = _QuotedTokens(self.vocab.tokens)
+            self._quoted = _TOKENS[self.vocab] = _QuotedTokens(self.vocab)
 
     def _step(self, state: tuple, token: int):
         data = self.vocab.tokens[token]
@@ -125,16 +125,17 @@ class DistinctItemsMatcher(GrammarMatcher):
         _, _, under_way, seen = state
         repeating, suspects = [], []
         if under_way is not None:
-            done, tail = _decoded(under_way)
-            ends, ended = self._quoted.closing(tail)
-            for item in seen[-1]:  # tokens whose first quote ends the string under way as an earlier one
-                if item.startswith(done):
-                    repeating += ends.get(item[len(done):], ())
-            # (and those that hold it again whole, further on: stepped)
             held = self._quoted.with_quotes(3)
             held = held[(words[held >> 5] >> (held & 31) & 1).astype(bool)]
-            suspects.append(np.array([t for t in held.tolist() if t in ended and done + ended[t] in self._quoted.held(t)],
-                                     dtype=np.int64))
+            if seen[-1] or len(held):
+                done, tail = _decoded(under_way)
+                ends, ended = self._quoted.closing(tail)
+                for item in seen[-1]:  # tokens whose first quote ends the string under way as an earlier one
+                    if item.startswith(done):
+                        repeating += ends.get(item[len(done):], ())
+                # (and those that hold it again whole, further on: stepped)
+                suspects.append(np.array([t for t in held.tolist()
+                                          if t in ended and done + ended[t] in self._quoted.held(t)], dtype=np.int64))
         # Tokens that may hold a string whole that repeats an earlier one, or hold one twice, or lead into a
         # key that can only be a name the object has: stepped.
         used = frozenset().union(*seen)
@@ -160,8 +161,9 @@ class DistinctItemsMatcher(GrammarMatcher):
 class _QuotedTokens:
     """A vocabulary's tokens by the quotes they hold."""
 
-    def __init__(self, tokens: list):
-        self.tokens = tokens
+    def __init__(self, vocab):
+        self.vocab = vocab
+        self.tokens = tokens = vocab.tokens
         self.quotes = np.array([t.count(b'"') for t in tokens], dtype=np.int64)
         self._with: dict = {}
         self._closing: dict = {}
@@ -169,7 +171,6 @@ class _QuotedTokens:
         self._held: dict = {}  # token -> the strings it may hold whole
         self._enclosing: dict = {}
         self._ending: dict | None = None  # a token's bytes from its last quote on -> the tokens
-        self._unquoted: dict | None = None  # a token without quotes' bytes -> the tokens
         self._into: dict = {}
         self._inside: dict = {}
 
@@ -193,7 +194,7 @@ class _QuotedTokens:
                 if end is None or end < len(tail):  # (the string goes on; a quote in the tail is escaped)
                     continue
                 try:
-                    ended[t] = json.loads(b'"' + text[:end] + b'"')
+                    ended[t] = _string_text(text[:end])
                 except ValueError:  # bytes no string allows
                     continue
                 ends.setdefault(ended[t], []).append(t)
@@ -258,16 +259,32 @@ class _QuotedTokens:
         key = (under_way, spellings)
         found = self._inside.get(key)
         if found is None:
-            if self._unquoted is None:
-                self._unquoted = {}
-                for t in np.flatnonzero(self.quotes == 0).tolist():
-                    self._unquoted.setdefault(self.tokens[t], []).append(t)
-            ids = {t for s in spellings for j in range(len(under_way) + 1, len(s))
-                   for t in self._unquoted.get(s[len(under_way):j], ())}
-            found = self._inside[key] = np.array(sorted(ids), dtype=np.int64)
+            found = self._inside[key] = np.array(
+                sorted({t for s in spellings for t in self._spelling_a_prefix(s[len(under_way):-1])}), dtype=np.int64)
             if len(self._inside) > _MEMO:
                 self._inside.clear()
         return found
+
+    def _spelling_a_prefix(self, text: bytes) -> list:
+        """The tokens whose bytes are a prefix of ``text`` (read off the
+        vocabulary's trie, along ``text``)."""
+        trie = self.vocab.trie
+        tokens, starts = trie.tokens_by_node
+        found, low, high = [], trie.level_start[0], trie.level_start[1]
+        for byte in text:
+            node = low + int(np.searchsorted(trie.byte[low:high], byte))
+            if node >= high or trie.byte[node] != byte:
+                break
+            found += tokens[starts[node]:starts[node + 1]].tolist()
+            low, high = trie.child_start[node], trie.child_start[node + 1]
+        return found
+
+
+def _string_text(text: bytes) -> str:
+    """The string that ``text`` spells between quotes (ValueError where none does)."""
+    if b"\\" not in text and text.isascii() and text.isalnum():  # (most of them: no need to parse)
+        return text.decode()
+    return json.loads(b'"' + text + b'"')
 
 
 def _holds_twice(token: bytes) -> bool:
