@@ -103,8 +103,8 @@ class DistinctItemsGrammar(Grammar):
 class DistinctItemsMatcher(GrammarMatcher):
     """GrammarMatcher over the states of DistinctItemsGrammar.step."""
 
-    refused = ("by the grammar, or repeats a string that must be unique (an item of a uniqueItems array, or an "
-               "undeclared property name where members are counted)")
+    refused = ("by the grammar, or repeats a string that must be unique (an item of a uniqueItems array, an "
+               "undeclared property name where members are counted, or a declared one with property_order='any')")
 
     def __init__(self, index, grammar: DistinctItemsGrammar):
         super().__init__(index, grammar.start())
@@ -163,8 +163,8 @@ class _QuotedTokens:
 
     def __init__(self, vocab):
         self.vocab = vocab
-        self.tokens = tokens = vocab.tokens
-        self.quotes = np.array([t.count(b'"') for t in tokens], dtype=np.int64)
+        self.tokens = vocab.tokens
+        self.quotes = np.array([t.count(b'"') for t in self.tokens], dtype=np.int64)
         self._with: dict = {}
         self._closing: dict = {}
         self._enclosed: dict | None = None  # a string a token may hold whole -> the tokens (enclosing)
