@@ -237,11 +237,11 @@ def json_schema(schema, *, documents: dict | None = None, strict_properties: boo
     never fetches anything, so a ``$ref`` to any other URI is an error naming it.
     ``strict_properties`` forbids properties a schema does not declare (unless
     it allows them explicitly); ``property_order="any"`` lets an object's
-    declared properties come in any order, each at most once (where a
+    declared properties come in any order, a free one at most once (where a
     property's name has several spellings, or a second value under its name
-    could change the result, as under ``anyOf``, its order is kept as far as
-    a budget of states allows: see the module's doc) (default "schema": schema
-    order, which also guides a model through the schema); ``lenient`` skips keywords that cannot be
+    could change the result, as under ``anyOf``, it is tracked: its order is
+    kept as far as a budget of states allows; see the module's doc) (default
+    "schema": schema order, which also guides a model through the schema); ``lenient`` skips keywords that cannot be
     enforced exactly instead of refusing the schema (see ``.skipped``);
     ``max_ignored`` bounds the whitespace between two tokens;
     ``max_string_length`` and ``max_items`` cap the string values (in code
