@@ -205,7 +205,7 @@ def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = Fal
             k += 1
             continue
         mixed = frozenset(c for c, labels in builder.long_labels.items() if len(labels) > 1) - rigid
-        productive = builder.productive() if builder.free_values else set()
+        productive = builder.productive if builder.free_values else set()
         valueless = frozenset(key for key, values in builder.free_values.items() if not values & productive)
         if not mixed and not valueless and not builder.stale:
             break
@@ -1101,7 +1101,7 @@ class _Builder:
 
     def grammar_rules(self, start: str) -> dict:
         """The productive rules ``start`` reaches, string literals made terminals."""
-        productive = self.productive()
+        productive = self.productive
         if start not in productive:
             raise ConstrainedError(
                 "no JSON value satisfies the schema: its constraints contradict each other (for example a required "
@@ -1140,9 +1140,10 @@ class _Builder:
         self.terminal_dfas = {n: d for n, d in self.terminal_dfas.items() if n in used_terminals}
         return rules
 
+    @cached_property
     def productive(self) -> set:
         """The rules that derive at least one string (a rule appears once all the
-        rules of one of its alternatives do)."""
+        rules of one of its alternatives do), once they are all built."""
         waiting: dict = {}  # rule -> [(owner, alternative index)]
         missing = {}
         productive, todo = set(), []

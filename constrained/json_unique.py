@@ -230,7 +230,7 @@ class _QuotedTokens:
             for escaped in (False, True):
                 for a, b in itertools.pairwise(_quotes(text, escaped)):
                     try:
-                        found.add(json.loads(b'"' + text[a + 1:b] + b'"'))
+                        found.add(_string_text(text[a + 1:b]))
                     except ValueError:  # no string's text
                         pass
             found = self._held[token] = frozenset(found)
@@ -296,7 +296,7 @@ def _holds_twice(token: bytes) -> bool:
         for first in (0, 1):
             pieces = [token[a + 1:b] for a, b in zip(quotes[first::2], quotes[first + 1::2])]
             try:
-                strings = [json.loads(b'"' + piece + b'"') for piece in pieces]
+                strings = [_string_text(piece) for piece in pieces]
             except ValueError:  # (a piece no string's text is never one: the token is never read so)
                 continue
             if len(set(strings)) < len(strings):
@@ -325,7 +325,7 @@ def _decoded(under_way: bytes) -> tuple:
     text = under_way[1:]
     for cut in range(min(_ESCAPE_TAIL, len(text)) + 1):
         try:
-            done = json.loads(b'"' + text[:len(text) - cut] + b'"')
+            done = _string_text(text[:len(text) - cut])
         except ValueError:
             continue
         if done and 0xD800 <= ord(done[-1]) <= 0xDBFF:  # a pair's first half: wait for the second
