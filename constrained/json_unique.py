@@ -56,6 +56,7 @@ class DistinctItemsGrammar(Grammar):
         self.closing = frozenset(index[name] for name in closing if name in index)
         self.key_names = {index[name]: key for name, key in key_names.items()}  # free keys' terminals -> names
         self.spellings = {key: json.dumps(key).encode() for key in self.key_names.values()}
+        self._alive: dict = {}  # (lexer state, context key) -> _names_alive's answer
 
     def _new_matcher(self, index) -> "DistinctItemsMatcher":
         return DistinctItemsMatcher(index, self)
@@ -87,13 +88,39 @@ class DistinctItemsGrammar(Grammar):
         read = before + data[start:]
         if not read:
             return q, stack, None, seen
-        valid = self.language.context(stack).valid
-        live = [k for k in self.language.lexer.alive_terminals[q] if valid[k]]
-        if not any(k in self.distinct for k in live):
+        distinct, names = self._names_alive(q, self.language.context(stack))
+        if not distinct:
             return q, stack, None, seen
-        if seen[-1] and all(self.key_names.get(k) in seen[-1] for k in live):
+        if _only_used(names, seen):
             return None  # only names the object has: a dead end (where a key starts, the grammar offers others)
         return q, stack, read, seen
+
+    def within_used_names(self, state: tuple, data: bytes):
+        """Whether ``data``, read on inside the key under way in ``state``,
+        leaves it where it can only become a name the object has; None where
+        the key does not take all of ``data`` (a full step must tell)."""
+        q, stack, _, seen = state
+        ctx, trans = self.language.context(stack), self.language.lexer.trans
+        for byte in data:
+            q = trans[q, byte]
+            if not ctx.alive_lark[q]:
+                return None
+        distinct, names = self._names_alive(q, ctx)
+        return distinct and _only_used(names, seen)
+
+    def _names_alive(self, q: int, ctx) -> tuple:
+        """(whether a distinct terminal is alive in lexer state q of context
+        ``ctx``; the names of the free keys alive there, or None where a
+        terminal alive is not a free key's)."""
+        key = (q, ctx.key)
+        hit = self._alive.get(key)
+        if hit is None:
+            live = [k for k in self.language.lexer.alive_terminals[q] if ctx.valid[k]]
+            names = [self.key_names.get(k) for k in live]
+            if len(self._alive) >= _MEMO:
+                self._alive.clear()
+            hit = self._alive[key] = (any(k in self.distinct for k in live), None if None in names else frozenset(names))
+        return hit
 
     def matches(self, text: str) -> bool:
         state = self.step(self.start(), text.encode())
@@ -112,6 +139,7 @@ class DistinctItemsMatcher(GrammarMatcher):
         self._quoted = _TOKENS.get(self.vocab)
         if self._quoted is None:
             self._quoted = _TOKENS[self.vocab] = _QuotedTokens(self.vocab)
+        self._suspects = (None, None)  # (strings seen, _standing_suspects' answer)
 
     def _step(self, state: tuple, token: int):
         data = self.vocab.tokens[token]
@@ -123,10 +151,9 @@ class DistinctItemsMatcher(GrammarMatcher):
         if state is None:
             return words
         _, _, under_way, seen = state
-        repeating, suspects = [], []
+        repeating, suspects = [], [self._standing_suspects(seen)]
         if under_way is not None:
-            held = self._quoted.with_quotes(3)
-            held = held[(words[held >> 5] >> (held & 31) & 1).astype(bool)]
+            held = _allowed(words, self._quoted.with_quotes(3))
             if seen[-1] or len(held):
                 done, tail = _decoded(under_way)
                 ends, ended = self._quoted.closing(tail)
@@ -136,19 +163,14 @@ class DistinctItemsMatcher(GrammarMatcher):
                 # (and those that hold it again whole, further on: stepped)
                 suspects.append(np.array([t for t in held.tolist()
                                           if t in ended and done + ended[t] in self._quoted.held(t)], dtype=np.int64))
-        # Tokens that may hold a string whole that repeats an earlier one, or hold one twice, or lead into a
-        # key that can only be a name the object has: stepped.
-        used = frozenset().union(*seen)
-        suspects.append(self._quoted.enclosing(used))
-        names = self.grammar.spellings
-        if names and used:
-            suspects.append(self._quoted.into(frozenset(names[k] for k in used if k in names)))
-            if under_way is not None:
-                suspects.append(self._quoted.inside(under_way, frozenset(
-                    names[k] for k in seen[-1] if k in names and names[k].startswith(under_way))))
-        suspects = np.concatenate(suspects)
-        suspects = suspects[(words[suspects >> 5] >> (suspects & 31) & 1).astype(bool)]
-        repeating += [t for t in suspects.tolist() if self._step(state, t) is None]
+            names = self.grammar.spellings
+            mine = frozenset(names[k] for k in seen[-1] if k in names and names[k].startswith(under_way))
+            if mine:  # tokens without a quote, read on inside the key under way: no step needed
+                for t in _allowed(words, self._quoted.inside(under_way, mine)).tolist():
+                    within = self.grammar.within_used_names(state, self.vocab.tokens[t])
+                    if within or within is None and self._step(state, t) is None:
+                        repeating.append(t)
+        repeating += [t for t in _allowed(words, np.concatenate(suspects)).tolist() if self._step(state, t) is None]
         if not repeating:
             return words
         words = words.copy()
@@ -156,6 +178,20 @@ class DistinctItemsMatcher(GrammarMatcher):
         np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
         words.flags.writeable = False
         return words
+
+    def _standing_suspects(self, seen: tuple) -> np.ndarray:
+        """The tokens that may hold a string whole that repeats one of ``seen``,
+        or hold a string twice, or lead into a key that can only be a name the
+        object has: stepped where the grammar allows them. (Kept while the
+        strings seen are: most steps add none.)"""
+        if self._suspects[0] is not seen:
+            used = frozenset().union(*seen)
+            found = [self._quoted.enclosing(used)]
+            names = self.grammar.spellings
+            if names and used:
+                found.append(self._quoted.into(frozenset(names[k] for k in used if k in names)))
+            self._suspects = (seen, np.concatenate(found))
+        return self._suspects[1]
 
 
 class _QuotedTokens:
@@ -278,6 +314,16 @@ class _QuotedTokens:
             found += tokens[starts[node]:starts[node + 1]].tolist()
             low, high = trie.child_start[node], trie.child_start[node + 1]
         return found
+
+
+def _allowed(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The tokens of ``ids`` whose bits are set in the packed mask ``words``."""
+    return ids[(words[ids >> 5] >> (ids & 31) & 1).astype(bool)]
+
+
+def _only_used(names: frozenset | None, seen: tuple) -> bool:
+    """Whether ``names`` (_names_alive's) are all names the innermost object has."""
+    return bool(seen[-1]) and names is not None and names <= seen[-1]
 
 
 def _string_text(text: bytes) -> str:
