@@ -102,6 +102,10 @@ class ParseTable:
     def feed(self, stack: tuple, term: int):
         """The stack after the parser shifts ``term`` (END: the stack once the input
         is accepted), or None if the parser rejects it."""
+        action = self.actions[stack[-1]].get(term)
+        if action is None or action[0]:  # (most feeds: the top state decides, no memo needed)
+            self.read(stack, 1)
+            return None if action is None else stack + (action[1],)
         hit = self._feeds.get(term, stack)
         if hit is None:
             depth, tail = self._feed(stack, term)
