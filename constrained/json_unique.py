@@ -95,16 +95,16 @@ class DistinctItemsGrammar(Grammar):
             return None  # only names the object has: a dead end (where a key starts, the grammar offers others)
         return q, stack, read, seen
 
-    def within_used_names(self, state: tuple, data: bytes):
+    def within_used_names(self, state: tuple, data: bytes) -> bool:
         """Whether ``data``, read on inside the key under way in ``state``,
-        leaves it where it can only become a name the object has; None where
-        the key does not take all of ``data`` (a full step must tell)."""
+        leaves it where it can only become a name the object has. (False where
+        the lexeme does not take all of ``data``: the grammar's mask decides.)"""
         q, stack, _, seen = state
         ctx, trans = self.language.context(stack), self.language.lexer.trans
         for byte in data:
             q = trans[q, byte]
             if not ctx.alive_lark[q]:
-                return None
+                return False
         distinct, names = self._names_alive(q, ctx)
         return distinct and _only_used(names, seen)
 
@@ -166,10 +166,8 @@ class DistinctItemsMatcher(GrammarMatcher):
             names = self.grammar.spellings
             mine = frozenset(names[k] for k in seen[-1] if k in names and names[k].startswith(under_way))
             if mine:  # tokens without a quote, read on inside the key under way: no step needed
-                for t in _allowed(words, self._quoted.inside(under_way, mine)).tolist():
-                    within = self.grammar.within_used_names(state, self.vocab.tokens[t])
-                    if within or within is None and self._step(state, t) is None:
-                        repeating.append(t)
+                repeating += [t for t in _allowed(words, self._quoted.inside(under_way, mine)).tolist()
+                              if self.grammar.within_used_names(state, self.vocab.tokens[t])]
         repeating += [t for t in _allowed(words, np.concatenate(suspects)).tolist() if self._step(state, t) is None]
         if not repeating:
             return words
