@@ -314,7 +314,7 @@ class GrammarIndex:
         if hit is not None:
             return hit
         components = self.lexer.components[q]
-        live = [k for k in self.lexer.alive_terminals[q] if ctx.acceptable[k]]
+        live = self.lexer.alive_accepted(q, ctx)
         if not live or (len(live) == 1 and not ctx.valid[live[0]]):  # no terminal the parser shifts here
             result = _Walk(self._nothing, -1, None, {})
         elif len(live) == 1:  # inside most lexemes: one terminal, whatever the grammar around it
@@ -345,7 +345,7 @@ class GrammarIndex:
         key = (q, ctx.key)
         hit = self._shapes.get(key)
         if hit is None:
-            live = sorted((k for k in self.lexer.alive_terminals[q] if ctx.acceptable[k]), key=self._choice_rank.__getitem__)
+            live = sorted(self.lexer.alive_accepted(q, ctx), key=self._choice_rank.__getitem__)
             dfas, at = self.lexer.dfas, np.array(live, dtype=np.int64)
             states = self.lexer.components[q][at]
             if len(live) <= _SHAPE_BELOW:
@@ -456,7 +456,7 @@ class GrammarIndex:
         hit = self._splits.get(key)
         if hit is None:
             lexer = self.lexer
-            live = [k for k in lexer.alive_terminals[q] if ctx.acceptable[k]]
+            live = lexer.alive_accepted(q, ctx)
             entered, alone, any_alone, shares = split_bytes(lexer.trans[q], lexer.alive, np.array(live, dtype=np.int64))
             shared = entered > 1
             n_shared = int(self.first_byte_counts[shared].sum())

@@ -73,6 +73,7 @@ _SHARED_START_PAIRS = 100_000  # (state, live terminal) pairs explored from one 
 # MaskBench schema tried (the 300 slowest to compile, up to 229 terminals where it did not): skip it.
 _SHARED_START_TERMINALS = 250
 _MAX_STATE_TERMINALS = 50_000_000  # states x terminals of a lexer (its tables take about 10 bytes per pair)
+_ALIVE_ACCEPTED_KEPT = 50_000  # (state, context) pairs whose terminals are kept (Lexer.alive_accepted)
 
 
 class _TooLarge(Exception):
@@ -271,6 +272,7 @@ class Lexer:
             self._shared = None
         self._contexts: dict = {}
         self._closed: dict = {}  # per state asked: see closed
+        self._alive_accepted: dict = {}  # (state, context key) asked: see alive_accepted
 
     def start(self, terms: frozenset) -> tuple:
         """(fresh lexeme, fresh lexeme after an ignored one) where a lexeme may be one of ``terms``."""
@@ -349,6 +351,18 @@ class Lexer:
         self._completing_sole = completing[self._sole[completing] >= 0]
         self._completing_several = completing[self._sole[completing] < 0]
         self._complete_in_order = _words(self.accepting[self._completing_several][:, self.choice_order])
+
+    def alive_accepted(self, q: int, ctx: "LexContext") -> list:
+        """The terminals alive in state q that ``ctx`` accepts, ascending (at a
+        key's start, hundreds of names are alive: a mask step asks several times)."""
+        key = (q, ctx.key)
+        hit = self._alive_accepted.get(key)
+        if hit is None:
+            if len(self._alive_accepted) >= _ALIVE_ACCEPTED_KEPT:
+                self._alive_accepted.clear()
+            alive = np.array(self.alive_terminals[q], dtype=np.int64)
+            hit = self._alive_accepted[key] = alive[ctx.acceptable[alive]].tolist()
+        return hit
 
     def closed(self, q: int) -> bool:
         """Whether no byte leads on from state q (after a comma, a closing quote):
