@@ -20,8 +20,9 @@ the string under way does so with its bytes before that quote, looked up by
 what they decode to (``_QuotedTokens.closing``); the few that may hold a
 string whole between two of their quotes are found by that string
 (``enclosing``) and stepped through. Names have one spelling, so the tokens
-that begin or go on with part of one are found by their bytes (``into``,
-``inside``) and stepped through.
+that begin or go on with part of one are found by their bytes: those that
+begin a key (``into``) are stepped through, and those that go on inside the
+key under way (``inside``, without a quote) are read on through the lexer.
 
 No dead end is left: every unfinished lexeme of an undeclared or unique
 string has infinitely many endings (checked when the schema compiles), and
@@ -115,7 +116,7 @@ class DistinctItemsGrammar(Grammar):
         key = (q, ctx.key)
         hit = self._alive.get(key)
         if hit is None:
-            live = [k for k in self.language.lexer.alive_terminals[q] if ctx.valid[k]]
+            live = [k for k in self.language.lexer.alive_accepted(q, ctx) if ctx.valid[k]]
             names = [self.key_names.get(k) for k in live]
             if len(self._alive) >= _MEMO:
                 self._alive.clear()

@@ -3,10 +3,11 @@ remembered under the top of the stack that decided it.
 
 A parser stack is a tuple of LR states. Feeding a terminal pops and pushes a
 few states at the top; what lies deeper is never read. So each result (the
-stack after a terminal, the terminals a stack accepts, a token mask) is stored
-with the number of top states that were read to compute it, and found again
-for any stack that ends with the same states, at any nesting depth. That is
-what keeps the cost of a step independent of the length of the output.
+stack after a terminal that is reduced, the terminals a stack accepts, a token
+mask) is stored with the number of top states that were read to compute it,
+and found again for any stack that ends with the same states, at any nesting
+depth. That is what keeps the cost of a step independent of the length of the
+output. (A shift is read off the top state's actions: no memo is quicker.)
 
 Callers that build larger answers from several parser calls wrap them in
 ``reading(stack)`` to learn how deep their answer looked.
