@@ -370,7 +370,8 @@ def test_the_mask_keeps_free_keys_distinct_and_never_leads_into_one_given_alread
     schema = {"type": "object", "properties": {"name": {"type": "integer"}, "nam": {"type": "integer"}},
               "additionalProperties": False}
     matcher = compiled(schema, property_order="any").matcher(tok)
-    for t in tok.encode('{"name": 1, ', add_special_tokens=False):
+    for t in tok.encode('{"name": 1, ', add_special_tokens=False):  # a mask at every step, as a generation asks
+        assert matcher.is_allowed(t)
         matcher.advance(t)
     allowed = np.flatnonzero(matcher.allowed())
     assert all(matcher.accepts([t]) for t in allowed)  # the mask and advancing agree
