@@ -353,7 +353,7 @@ class Lexer:
         self._complete_in_order = _words(self.accepting[self._completing_several][:, self.choice_order])
 
     def alive_accepted(self, q: int, ctx: "LexContext") -> list:
-        """The terminals alive in state q that ``ctx`` accepts, ascending (at a
+        """The terminals alive in state q that ``ctx`` accepts (at a
         key's start, hundreds of names are alive: a mask step asks several times)."""
         key = (q, ctx.key)
         hit = self._alive_accepted.get(key)
