@@ -889,7 +889,6 @@ class _Builder:
         product = self._product(context, "object")
         if not product.can_reach(0, label):
             return None
-        product.prepare()
         state = product.settle(label)
         return self._rule(("ostart", context, label, state), "object",
                           lambda: self._close(product, label, state, '"}"') + self._members(product, label, state))
@@ -1675,6 +1674,7 @@ class _ObjectProduct(_Product):
         every label, so that the states move alike under each (the labels
         asked for in earlier builds count too, builder.known_labels); a later
         label that would free fewer makes the build stale (builder.stale)."""
+        start = self.prepare()
         builder = self.builder
         builder.asked.setdefault(self.context, set()).add(label)
         if self.free is None:
@@ -1693,7 +1693,7 @@ class _ObjectProduct(_Product):
                                              leave_out=frozenset(self.keys[p] for p in self.free)))
         elif not all(self._frees(p, label) for p in self.free):
             builder.stale.add(self.context)
-        return (*self.prepare()[:4], (0,) * len(self.groups))
+        return (*start[:4], (0,) * len(self.groups))
 
     def _frees(self, position: int, label) -> bool:
         """Whether a declared key may be free in an object built for ``label``."""
