@@ -712,6 +712,29 @@ def finite_after(a: DFA) -> np.ndarray:
     return finite
 
 
+def ending_counts(a: DFA, cap: int) -> np.ndarray:
+    """Per state of ``a`` (not necessarily trimmed), how many strings lead from
+    it to acceptance, up to ``cap``, which also stands for infinitely many (a
+    live cycle lies ahead)."""
+    before_begin, before = _edges(a, reverse=True)
+    live = a.accepting.tolist()
+    todo = [s for s, yes in enumerate(live) if yes]
+    for s in todo:  # grows while it is read
+        for earlier in before[before_begin[s]:before_begin[s + 1]]:
+            if not live[earlier]:
+                live[earlier] = True
+                todo.append(earlier)
+    live = np.array(live, dtype=bool)
+    trimmed = DFA(np.where(live[np.maximum(a.transitions, 0)], a.transitions, -1).astype(np.int32), a.accepting & live)
+    counts = np.full(a.n_states, cap, dtype=np.int64)
+    counts[~live] = 0
+    begin, targets = _edges(trimmed, reverse=True)
+    for s in _above_cycles(targets, begin):  # each after the states it leads to
+        row = trimmed.transitions[s]
+        counts[s] = min(cap, int(a.accepting[s]) + int(counts[row[row >= 0]].sum()))
+    return counts
+
+
 def longest(a: DFA) -> int | None:
     """How many bytes the longest string ``a`` (trimmed) accepts has (0 for the
     empty language), or None where it accepts infinitely many: where some state

@@ -14,6 +14,7 @@ from constrained.dfa import (
     complement,
     difference,
     empty,
+    ending_counts,
     finite_after,
     from_regex,
     intersect,
@@ -193,6 +194,35 @@ def test_finite_after_tells_the_states_with_finitely_many_endings(a):
         closure = times(closure, closure)
     long_accepted = (times(exact, closure) @ dfa.accepting.astype(np.float32)) > 0
     assert np.array_equal(finite_after(dfa), ~long_accepted), a
+
+
+@given(a=regexes, cap=st.integers(1, 50))
+def test_ending_counts_count_the_strings_to_acceptance(a, cap):
+    """Counted by brute force: the strings of each length up to n + cap (n
+    states: a longer one pumps into infinitely many), along paths that stay
+    live, from every state at once."""
+    dfa = compile_or_reject(a).dfa
+    n = dfa.n_states
+    paths = np.eye(n + 1, dtype=object)[:n]  # paths[s, t]: strings from s to t of the length so far (n: dead)
+    step = np.zeros((n + 1, n + 1), dtype=object)
+    for state, row in enumerate(dfa.transitions):
+        for target in row.tolist():
+            step[state, target if target >= 0 else n] += 1
+    step[n, n] = 256
+    accepting = np.append(dfa.accepting, False)
+    counts = np.zeros(n, dtype=object)
+    for _ in range(n + cap + 1):
+        counts += paths @ accepting
+        paths = paths @ step
+    infinite = ~finite_after(dfa)
+    expected = np.where(infinite, cap, np.minimum(counts, cap)).astype(np.int64)
+    assert np.array_equal(ending_counts(dfa, cap), expected), a
+
+
+def test_ending_counts_need_no_trimmed_automaton():
+    dfa = union(literal(b"ab"), literal(b"ac"), from_regex("b+"))
+    cut = DFA(np.where(np.arange(256) == ord("b"), -1, dfa.transitions).astype(np.int32), dfa.accepting)
+    assert ending_counts(dfa, 100)[dfa.start] == 100 and ending_counts(cut, 100)[cut.start] == 1  # "ac"
 
 
 @pytest.mark.parametrize("edges, finite", [
