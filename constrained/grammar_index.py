@@ -204,9 +204,10 @@ class GrammarIndex:
         # that step one of the slowest of a generation.
         for k, dfa in enumerate(self.lexer.dfas):
             if _whole_table_pays(dfa, vocab, _narrow(dfa)):
-                self._terminal(k)
+                self.terminal(k)
 
-    def _terminal(self, k: int) -> "_TerminalTokens":
+    def terminal(self, k: int) -> "_TerminalTokens":
+        """How the vocabulary fares in terminal ``k`` (``_TerminalTokens``)."""
         found = self._terminals[k]
         if found is None:
             found = self._terminals[k] = _terminal_tokens(self.lexer.dfas[k], self.vocab)
@@ -319,7 +320,7 @@ class GrammarIndex:
             result = _Walk(self._nothing, -1, None, {})
         elif len(live) == 1:  # inside most lexemes: one terminal, whatever the grammar around it
             k = live[0]
-            stay, first_out, group, _ = self._terminal(k).exits(int(components[k]), self)
+            stay, first_out, group, _ = self.terminal(k).exits(int(components[k]), self)
             result = _Walk(stay, int(ctx.choice[q]), first_out, {k: group} if len(group.tok) else {})
         else:
             result = self._combined(q, ctx)
@@ -407,9 +408,9 @@ class GrammarIndex:
             if not ctx.valid[k]:  # a token it emits adds nothing: one the lexer emits as a valid terminal completes
                 # that one where it leaves, so it is in that one's group too
                 if walked is None and shares[i] and ctx.outranked:
-                    outranking.append(self._terminal(k).exits(int(components[k]), self)[0])
+                    outranking.append(self.terminal(k).exits(int(components[k]), self)[0])
                 continue
-            stays, _, group, few = self._terminal(k).exits(int(components[k]), self)
+            stays, _, group, few = self.terminal(k).exits(int(components[k]), self)
             own_only = walked is not None and shares[i]  # its tokens on shared first bytes were walked
             if few is None:
                 inside.append(stays & self.starting_with(own[i]) if own_only else stays)

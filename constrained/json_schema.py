@@ -35,8 +35,8 @@ their ``$ref``, which stands for its target alone):
   maxProperties, dependentRequired,
   dependentSchemas, items, prefixItems, additionalItems, minItems, maxItems,
   contains, minContains, maxContains, uniqueItems (where the items are a small
-  finite set of scalars, or strings that never run out of endings, which the
-  matcher keeps distinct: json_unique.py), allOf, anyOf, oneOf, not,
+  finite set of scalars, or strings of one automaton, which the matcher keeps
+  distinct: json_unique.py), allOf, anyOf, oneOf, not,
   if/then/else, $ref, $defs, $anchor, $id, unevaluatedProperties and
   unevaluatedItems (json_unevaluated.py).
   Boolean schemas.

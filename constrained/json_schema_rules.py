@@ -74,7 +74,8 @@ import numpy as np
 from . import dfa, json_formats, json_numbers, json_regex, json_strings
 from .errors import ConstrainedError
 from .json_references import where
-from .json_schema import ANY, FALSE, TRUE, ArrayAtom, Node, Schemas, scalar_literal
+from .json_schema import ANY, FALSE, LONG_STRING, TRUE, ArrayAtom, Node, Schemas, scalar_literal
+from .json_unique import strings_in
 
 MAX_ALTERNATIVES = 60_000  # grammar alternatives one schema may need
 MAX_SETS = 64  # object (array) keyword sets combined for one value
@@ -385,19 +386,20 @@ class _Builder:
             context, label = context | {cap}, label | {cap}
         return self._rule(("value", context, label), "value", lambda: self._value(context, label))
 
-    def unique_value(self, context: frozenset, label: frozenset, pointer: str) -> str:
+    def unique_value(self, context: frozenset, label: frozenset, pointer: str, most: int | None) -> str:
         """``value``'s rule for an item of a uniqueItems array of strings whose
         items schema holds: one terminal, marked ``distinct``, which the matcher
         keeps from repeating an earlier item of the same array (json_unique.py).
-        So that a repeated item can always be avoided, every unfinished string
-        of it must have infinitely many endings, and none may be counted by
-        rules (a long string). So a cap on strings leaves them (``uncapped``)."""
+        So that a repeated item can always be avoided, the array holds at most
+        ``most`` items, no more than the strings the terminal has, and none
+        may be counted by rules (a long string). A cap on strings leaves them
+        (``uncapped``): it would only make them fewer."""
         cap = self._cap(context)
         strings, arrays = self.caps
         if cap is not None and cap == strings:
             cap = arrays
             message = (f"strings that are items of the uniqueItems array at {where(pointer)} are not capped: capped, "
-                       "one could run out of endings that no other item took")
+                       "they would be too few strings for an array without a bound")
             if message not in self.uncapped:
                 self.uncapped.append(message)
         if cap is not None:
@@ -407,10 +409,15 @@ class _Builder:
             region = self.scalar_region(context, label)
             if region is None:
                 return []
-            if region is ANY or self.length_split(context) is not None or not dfa.endless(region):
-                self.schemas.refuse("uniqueItems", pointer, "its items are strings that may run out of endings "
-                                    "(maxLength, enum, or a cap), or are counted by rules")
+            if region is ANY or self.length_split(context) is not None:
+                self.schemas.refuse("uniqueItems", pointer, "its items are strings whose length rules count (a "
+                                    f"minLength or maxLength over {LONG_STRING} without a pattern, format or enum), "
+                                    "which the matcher cannot tell apart")
                 return self._value(context, label)  # (lenient: uniqueItems skipped)
+            if not dfa.endless(region) and (count := strings_in(region)) is not None and (most is None or most > count):
+                self.schemas.refuse("uniqueItems", pointer, f"its items may be {count} strings, fewer than the "
+                                    f"{'unbounded number' if most is None else most} of items the array may hold")
+                return self._value(context, label)
             return [(self.terminal(region, "DISTINCT", distinct=True),)]
         return self._rule(("unique", context, label), "value", build)
 
@@ -1093,7 +1100,7 @@ class _Builder:
         must be distinct strings and this one meets their schema, else ``value``'s."""
         k = product.distinct_set
         if k is not None and dict(requirements).get(k) in label:
-            return self.unique_value(context, label, product.sets[k].pointer)
+            return self.unique_value(context, label, product.sets[k].pointer, product.most_items(k))
         return self.value(context, label)
 
     # The grammar.
@@ -1875,6 +1882,7 @@ class _ArrayProduct(_Product):
 
     def _prepare(self):
         self.distinct_set = None  # the set whose items the matcher keeps distinct (_distinct_values)
+        self.distinct_strings = None  # how many strings those items may be, where finitely many
         self.values = [self._distinct_values(k, a) for k, a in enumerate(self.sets)]
         self.count_cap = max((self.item_count(k) for k in range(len(self.sets))), default=0)
         at = where(self.builder.schemas.node(self.set_nodes[0]).pointer) if self.sets else ""
@@ -1895,8 +1903,9 @@ class _ArrayProduct(_Product):
         """The most items set ``k`` allows: maxItems, or with uniqueItems the
         number of values the items can take."""
         most = self.sets[k].max_items
-        if self.values[k]:
-            most = len(self.values[k]) if most is None else min(most, len(self.values[k]))
+        distinct = len(self.values[k]) or (self.distinct_strings if k == self.distinct_set else None)
+        if distinct is not None:
+            most = distinct if most is None else min(most, distinct)
         return most
 
     def item_requirement(self, k: int, position: int) -> int:
@@ -1925,6 +1934,7 @@ class _ArrayProduct(_Product):
             if found is None:
                 if self._strings_only(atom):
                     self.distinct_set = k  # enforced by the matcher, see _Builder.unique_value
+                    self.distinct_strings = strings_in(builder.scalar(atom.items))
                     return ()
                 schemas.refuse("uniqueItems", atom.pointer, "it is only enforced for items that take at most "
                                 f"{MAX_UNIQUE} scalar values (enum, const, boolean), or that are strings (of a "

@@ -24,10 +24,17 @@ that begin or go on with part of one are found by their bytes: those that
 begin a key (``into``) are stepped through, and those that go on inside the
 key under way (``inside``, without a quote) are read on through the lexer.
 
-No dead end is left: every unfinished lexeme of an undeclared or unique
-string has infinitely many endings (checked when the schema compiles), and
-where a key starts, the grammar offers a name the object has not given yet
-(json_schema_rules' _ObjectProduct.settle).
+No dead end is left. Every unfinished lexeme of an undeclared name has
+infinitely many endings (checked when the schema compiles), and where a key
+starts, the grammar offers a name the object has not given yet
+(json_schema_rules' _ObjectProduct.settle). A unique item's string may have
+few endings (an enum, a maxLength, a pattern that closes): there the matcher
+counts the strings each state of its terminal can still end as (``_Endings``)
+and refuses a token after which every one of them is an earlier item. The
+tokens that may do so are stepped: those that go on inside the string under
+way to a state with that few endings, and those that begin one there. The
+grammar holds no more items than there are strings (json_schema_rules'
+_ArrayProduct.most_items), so an item can always begin.
 """
 
 import itertools
@@ -36,12 +43,18 @@ import weakref
 
 import numpy as np
 
+from .dfa import DFA, ending_counts, endless
 from .errors import ConstrainedError
 from .grammar import Grammar, GrammarMatcher
 
 _ESCAPE_TAIL = 11  # bytes an unfinished character may take at the end of a string's text: "\ud83d\ude0"
 _TOKENS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # vocabulary -> _QuotedTokens
 _MEMO = 4096  # sets of strings kept per vocabulary with the tokens that hold or spell into them (_QuotedTokens)
+_MANY = 2**40  # strings counted up to this (_Endings): "as many or infinitely many"
+_FEW_KEPT = 64  # per state of a bounded terminal, the tokens kept that leave at most this many endings
+# The bytes that spell each character one way: ASCII but DEL (which its escape spells too), so that a
+# non-ASCII character is its escape, and the continuation bytes that finish one a token began raw.
+_ONE_SPELLING = (np.arange(256) < 0x7F) | ((np.arange(256) >= 0x80) & (np.arange(256) < 0xC0))
 
 
 class DistinctItemsGrammar(Grammar):
@@ -57,6 +70,9 @@ class DistinctItemsGrammar(Grammar):
         self.closing = frozenset(index[name] for name in closing if name in index)
         self.key_names = {index[name]: key for name, key in key_names.items()}  # free keys' terminals -> names
         self.spellings = {key: json.dumps(key).encode() for key in self.key_names.values()}
+        dfas = self.language.lexer.dfas
+        # unique items' terminals whose unfinished strings may have few endings (see the module's doc)
+        self.bounded = {k: _Endings(dfas[k]) for k in self.distinct - self.key_names.keys() if not endless(dfas[k])}
         self._alive: dict = {}  # (lexer state, context key) -> _names_alive's answer
 
     def _new_matcher(self, index) -> "DistinctItemsMatcher":
@@ -89,12 +105,25 @@ class DistinctItemsGrammar(Grammar):
         read = before + data[start:]
         if not read:
             return q, stack, None, seen
-        distinct, names = self._names_alive(q, self.language.context(stack))
+        distinct, names, bounded = self._names_alive(q, self.language.context(stack))
         if not distinct:
             return q, stack, None, seen
-        if _only_used(names, seen):
-            return None  # only names the object has: a dead end (where a key starts, the grammar offers others)
+        if _only_used(names, seen) or bounded and self.runs_out(q, bounded, read, seen[-1]):
+            return None  # only names the object has, or items the array has: a dead end
         return q, stack, read, seen
+
+    def runs_out(self, q: int, bounded: tuple, read: bytes, used: frozenset) -> bool:
+        """Whether the string under way (``read`` so far, from its opening
+        quote), a lexeme of one of the ``bounded`` terminals alive in lexer
+        state q, can only end as one of ``used``."""
+        components = self.language.lexer.components[q]
+        endings = []
+        for k in bounded:
+            state = int(components[k])
+            if self.bounded[k].counts[state] > len(used):
+                return False
+            endings += self.bounded[k].spelled(state)
+        return all(json.loads(read + ending) in used for ending in endings)
 
     def within_used_names(self, state: tuple, data: bytes) -> bool:
         """Whether ``data``, read on inside the key under way in ``state``,
@@ -106,13 +135,14 @@ class DistinctItemsGrammar(Grammar):
             q = trans[q, byte]
             if not ctx.alive_lark[q]:
                 return False
-        distinct, names = self._names_alive(q, ctx)
+        distinct, names, _ = self._names_alive(q, ctx)
         return distinct and _only_used(names, seen)
 
     def _names_alive(self, q: int, ctx) -> tuple:
         """(whether a distinct terminal is alive in lexer state q of context
         ``ctx``; the names of the free keys alive there, or None where a
-        terminal alive is not a free key's)."""
+        terminal alive is not a free key's; the terminals alive, where all are
+        bounded ones, else None)."""
         key = (q, ctx.key)
         hit = self._alive.get(key)
         if hit is None:
@@ -120,7 +150,8 @@ class DistinctItemsGrammar(Grammar):
             names = [self.key_names.get(k) for k in live]
             if len(self._alive) >= _MEMO:
                 self._alive.clear()
-            hit = self._alive[key] = (any(k in self.distinct for k in live), None if None in names else frozenset(names))
+            hit = self._alive[key] = (any(k in self.distinct for k in live), None if None in names else frozenset(names),
+                                      tuple(live) if live and all(k in self.bounded for k in live) else None)
         return hit
 
     def matches(self, text: str) -> bool:
@@ -169,6 +200,8 @@ class DistinctItemsMatcher(GrammarMatcher):
             if mine:  # tokens without a quote, read on inside the key under way: no step needed
                 repeating += [t for t in _allowed(words, self._quoted.inside(under_way, mine)).tolist()
                               if self.grammar.within_used_names(state, self.vocab.tokens[t])]
+        if self.grammar.bounded and (most := max(map(len, seen))):
+            suspects += self._few_endings(state, most)
         repeating += [t for t in _allowed(words, np.concatenate(suspects)).tolist() if self._step(state, t) is None]
         if not repeating:
             return words
@@ -177,6 +210,20 @@ class DistinctItemsMatcher(GrammarMatcher):
         np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
         words.flags.writeable = False
         return words
+
+    def _few_endings(self, state: tuple, most: int) -> list:
+        """The tokens after which a unique item's string under way may end in
+        at most ``most`` ways (so, maybe only as items the array has): those
+        that begin one at one of their quotes, and those that go on inside the
+        one under way."""
+        q, stack, under_way, _ = state
+        bounded = self.grammar.bounded
+        found = [e.beginning(self._quoted, most) for e in bounded.values()]
+        if under_way is not None:
+            alive = self.grammar._names_alive(q, self.language.context(stack))[2] or ()
+            components = self.language.lexer.components[q]
+            found += [bounded[k].going_on(int(components[k]), self.index.terminal(k), most) for k in alive]
+        return [tokens[self.index.usable[tokens]] for tokens in found]
 
     def _standing_suspects(self, seen: tuple) -> np.ndarray:
         """The tokens that may hold a string whole that repeats one of ``seen``,
@@ -191,6 +238,76 @@ class DistinctItemsMatcher(GrammarMatcher):
                 found.append(self._quoted.into(frozenset(names[k] for k in used if k in names)))
             self._suspects = (seen, np.concatenate(found))
         return self._suspects[1]
+
+
+class _Endings:
+    """How the strings of a unique item's terminal may still end, per state of
+    its DFA: how many strings (each counted once, however its characters are
+    spelled: along the bytes of _ONE_SPELLING), and where few, which
+    (``spelled``); and the tokens after which few are left."""
+
+    def __init__(self, dfa: DFA):
+        self.dfa = dfa
+        self.one_spelling = DFA(np.where(_ONE_SPELLING, dfa.transitions, -1).astype(np.int32), dfa.accepting)
+        self.counts = ending_counts(self.one_spelling, _MANY)
+        self._spelled: dict = {}
+        self._beginning = weakref.WeakKeyDictionary()  # _QuotedTokens -> (tokens, their fewest endings), by those
+        self._going_on: dict = {}  # (vocabulary, state) -> (tokens, their endings), by those, at most _FEW_KEPT
+
+    def spelled(self, state: int) -> list:
+        """The bytes that end a string from ``state``, one spelling per string
+        (at most a few: ``counts[state]`` of them)."""
+        found = self._spelled.get(state)
+        if found is None:
+            found, transitions, counts = [], self.one_spelling.transitions, self.counts
+            todo = [(state, b"")]
+            while todo:
+                s, text = todo.pop()
+                if self.dfa.accepting[s]:
+                    found.append(text)
+                for byte in np.flatnonzero(transitions[s] >= 0).tolist():
+                    if counts[transitions[s, byte]]:
+                        todo.append((int(transitions[s, byte]), text + bytes([byte])))
+            if len(self._spelled) >= _MEMO:
+                self._spelled.clear()
+            self._spelled[state] = found
+        return found
+
+    def beginning(self, quoted: "_QuotedTokens", most: int) -> np.ndarray:
+        """The tokens that, read from one of their quotes on, begin a string
+        that can end in at most ``most`` ways."""
+        found = self._beginning.get(quoted)
+        if found is None:
+            fewest = {}
+            for t in np.flatnonzero(quoted.quotes >= 1).tolist():
+                token = quoted.tokens[t]
+                for at in (i for i, byte in enumerate(token) if byte == 0x22):
+                    s = self.dfa.run(token[at:])
+                    if s >= 0 and (t not in fewest or self.counts[s] < fewest[t]):
+                        fewest[t] = int(self.counts[s])
+            tokens = np.array(sorted(fewest, key=fewest.get), dtype=np.int64)
+            found = self._beginning[quoted] = tokens, np.array([fewest[t] for t in tokens.tolist()], dtype=np.int64)
+        tokens, counts = found
+        return tokens[: np.searchsorted(counts, most, side="right")]
+
+    def going_on(self, state: int, terminal, most: int) -> np.ndarray:
+        """The tokens that, read from ``state`` on, leave a string that can end
+        in at most ``most`` ways (``terminal``: the ``_TerminalTokens`` of this
+        DFA over the vocabulary)."""
+        key = (terminal.vocab, state)
+        found = self._going_on.get(key) if most <= _FEW_KEPT else None
+        if found is None:
+            after = terminal.next_states(state)
+            endings = np.where(after >= 0, self.counts[np.maximum(after, 0)], _MANY)
+            tokens = np.flatnonzero(endings <= max(most, _FEW_KEPT))
+            tokens = tokens[np.argsort(endings[tokens], kind="stable")]
+            found = tokens, endings[tokens]
+            if most <= _FEW_KEPT:
+                if len(self._going_on) >= _MEMO:
+                    self._going_on.clear()
+                self._going_on[key] = found
+        tokens, counts = found
+        return tokens[: np.searchsorted(counts, most, side="right")]
 
 
 class _QuotedTokens:
@@ -313,6 +430,16 @@ class _QuotedTokens:
             found += tokens[starts[node]:starts[node + 1]].tolist()
             low, high = trie.child_start[node], trie.child_start[node + 1]
         return found
+
+
+def strings_in(language: DFA) -> int | None:
+    """How many strings the JSON texts of ``language`` spell (each counted
+    once, however its characters are spelled), or None where there are
+    infinitely many, or too many for any array to hold (_MANY or more)."""
+    if not language.finite:
+        return None
+    count = int(_Endings(language).counts[language.start])
+    return None if count >= _MANY else count
 
 
 def _allowed(words: np.ndarray, ids: np.ndarray) -> np.ndarray:

@@ -1146,12 +1146,43 @@ def test_caps_leave_unique_strings_uncapped():
     assert not accepts(grammar, ["a", "a"]) and not accepts(grammar, ["a", "b", "c", "d"])
 
 
-@pytest.mark.parametrize("items", [{"type": "string", "maxLength": 3}, {"enum": [f"{k}x" for k in range(9)]},
-                                   {"type": "string", "pattern": "^[0-9]+x$"}])
-def test_unique_strings_that_may_run_out_of_endings_are_refused(items):
-    # (a repeat of "1x" could only be avoided before the "x": a matcher does not look that far ahead)
-    schema = {"type": "array", "items": items, "uniqueItems": True}
-    with pytest.raises(ConstrainedError, match="'uniqueItems' at the schema root"):
+def test_unique_strings_with_few_endings_never_lead_into_an_earlier_item(tokenizers):
+    """Where an item's string can only end in few ways, a token after which
+    every one of them is an earlier item is refused before it, not at the
+    closing quote: that would be a dead end."""
+    tok = tokenizers("llama3")
+    vocab = constrained.vocabulary(tok)
+    token = {t: vocab.tokens.index(t) for t in [b'["', b'1', b'2', b'x', b'",', b' "', b'"', b'"]', b'abc', b'ab',
+                                                 b'c', b'd']}
+    enum = compiled({"type": "array", "items": {"enum": [f"{k}x" for k in range(9)]}, "uniqueItems": True})
+    matcher = enum.matcher(tok)
+    for t in [b'["', b'1', b'x', b'",', b' "']:
+        matcher.advance(token[t])
+    assert not matcher.is_allowed(token[b'1']) and matcher.is_allowed(token[b'2'])  # "1x" is the only "1..."
+    pattern = compiled({"type": "array", "items": {"type": "string", "pattern": "^[0-9]+x$"}, "uniqueItems": True})
+    matcher = pattern.matcher(tok)
+    for t in [b'["', b'1', b'x', b'",', b' "', b'1']:
+        matcher.advance(token[t])
+    assert not matcher.is_allowed(token[b'x']) and matcher.is_allowed(token[b'1'])  # "1x" again, or "11..."
+    short = compiled({"type": "array", "items": {"type": "string", "maxLength": 3}, "uniqueItems": True})
+    matcher = short.matcher(tok)
+    for t in [b'["', b'abc', b'",', b' "', b'ab']:
+        matcher.advance(token[t])
+    assert not matcher.is_allowed(token[b'c']) and matcher.is_allowed(token[b'd']) and matcher.is_allowed(token[b'"'])
+    matcher.advance(token[b'd'])
+    assert matcher.is_allowed(token[b'"]'])
+
+
+def test_unique_items_are_no_more_than_the_strings_they_may_be():
+    items = {"enum": ["a", "b", "é"]}
+    assert accepts(compiled({"type": "array", "items": items, "uniqueItems": True, "minItems": 3}), ["é", "a", "b"])
+    with pytest.raises(ConstrainedError, match="no JSON value satisfies"):
+        json_schema({"type": "array", "items": items, "uniqueItems": True, "minItems": 4})
+
+
+def test_unique_strings_counted_by_rules_are_refused():
+    schema = {"type": "array", "items": {"type": "string", "maxLength": 100}, "uniqueItems": True}
+    with pytest.raises(ConstrainedError, match="'uniqueItems' at the schema root: its items are strings whose length"):
         json_schema(schema)
     assert accepts(json_schema(schema, lenient=True), ["1x", "1x"])
 

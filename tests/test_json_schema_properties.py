@@ -463,6 +463,29 @@ def test_random_walks_over_regex_strings_are_valid(tokenizers, schema, seed):
     check_random_walks(tokenizers, schema, seed)
 
 
+# uniqueItems over strings that may run out of endings (json_unique's bounded terminals): the last items have
+# few strings left to be, and a walk that begins an earlier one must not be let in.
+FEW_STRINGS = ["a", "ab", "abc", "b", "ba", "é", "éé", 'x"y', "a\u007f", "\U0001F600"]
+
+
+@st.composite
+def unique_few_strings(draw):
+    items, count = draw(st.sampled_from([
+        ({"type": "string", "pattern": "^[a-c]?$"}, 4), ({"type": "string", "pattern": "^[0-9]x$"}, 10),
+        ({"type": "string", "maxLength": 2, "pattern": "^[ab]*$"}, 7), ({"type": "string", "pattern": "^[0-9]+x$"}, 6),
+        ({"type": "string", "maxLength": 1}, 6)])
+        | st.lists(st.sampled_from(FEW_STRINGS), min_size=1, max_size=len(FEW_STRINGS), unique=True).map(
+            lambda values: ({"enum": values}, len(values))))
+    schema = {"type": "array", "items": items, "uniqueItems": True, "minItems": draw(st.integers(0, count))}
+    return schema if draw(st.booleans()) else {"type": "object", "properties": {"list": schema}, "required": ["list"],
+                                                "additionalProperties": False}
+
+
+@given(schema=unique_few_strings(), seed=st.integers(0, 2**32 - 1))
+def test_random_walks_over_unique_strings_with_few_endings_are_valid(tokenizers, schema, seed):
+    check_random_walks(tokenizers, schema, seed)
+
+
 @given(part=object_unions() | objects(object_unions()), seed=st.integers(0, 2**32 - 1))
 def test_random_walks_over_object_unions_are_valid(tokenizers, part, seed):
     result = compiled(json.dumps(part[0]))
