@@ -74,7 +74,7 @@ import numpy as np
 from . import dfa, json_formats, json_numbers, json_regex, json_strings
 from .errors import ConstrainedError
 from .json_references import where
-from .json_schema import ANY, FALSE, LONG_STRING, TRUE, ArrayAtom, Node, Schemas, scalar_literal
+from .json_schema import ANY, FALSE, TRUE, ArrayAtom, Node, Schemas, scalar_literal
 from .json_unique import strings_in
 
 MAX_ALTERNATIVES = 60_000  # grammar alternatives one schema may need
@@ -391,8 +391,9 @@ class _Builder:
         items schema holds: one terminal, marked ``distinct``, which the matcher
         keeps from repeating an earlier item of the same array (json_unique.py).
         So that a repeated item can always be avoided, the array holds at most
-        ``most`` items, no more than the strings the terminal has, and none
-        may be counted by rules (a long string). A cap on strings leaves them
+        ``most`` items, no more than the strings the terminal has. (Its strings
+        are one DFA even where they are long: rules that count chunks would
+        hide them from the matcher.) A cap on strings leaves them
         (``uncapped``): it would only make them fewer."""
         cap = self._cap(context)
         strings, arrays = self.caps
@@ -409,16 +410,11 @@ class _Builder:
             region = self.scalar_region(context, label)
             if region is None:
                 return []
-            if region is ANY or self.length_split(context) is not None:
-                self.schemas.refuse("uniqueItems", pointer, "its items are strings whose length rules count (a "
-                                    f"minLength or maxLength over {LONG_STRING} without a pattern, format or enum), "
-                                    "which the matcher cannot tell apart")
-                return self._value(context, label)  # (lenient: uniqueItems skipped)
             if not dfa.endless(region) and (count := strings_in(region)) is not None and (most is None or most > count):
                 self.schemas.refuse("uniqueItems", pointer, f"its items may be {count} strings, fewer than the "
                                     f"{'unbounded number' if most is None else most} of items the array may hold")
-                return self._value(context, label)
-            return [(self.terminal(region, "DISTINCT", distinct=True),)]
+                return self._value(context, label)  # (lenient: uniqueItems skipped)
+            return [(self.terminal(region, "DISTINCT", distinct=True),)]  # (one DFA, however long its strings)
         return self._rule(("unique", context, label), "value", build)
 
     def _cap(self, context):
@@ -527,7 +523,7 @@ class _Builder:
         except ConstrainedError as e:
             raise ConstrainedError(
                 f"minLength/maxLength at {where(node.pointer)} cannot be enforced where the string also meets a "
-                f"pattern, format, enum or property name: {e}") from None
+                f"pattern, format, enum or property name, or is a unique item: {e}") from None
 
     def scalar_region(self, context, label, nonstring: bool = False):
         """The DFA of the scalars whose label in ``context`` is ``label`` (ANY: all), or None."""

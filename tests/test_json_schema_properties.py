@@ -241,10 +241,10 @@ def arrays(draw, children):
         schema["minItems"] = low
     if high is not None:
         schema["maxItems"] = high
-    # Distinct items the engine enforces: a few strings (the grammar), or strings without an upper bound (the matcher).
+    # Distinct items the engine enforces: a few strings (the grammar), or strings of an automaton (the matcher).
     if isinstance(items, dict) and ("enum" in items and all(isinstance(v, str) for v in items["enum"])
-                                    or items.keys() <= {"type", "minLength"} and items.get("type") == "string"
-                                    and items.get("minLength", 0) <= 64):  # (longer ones are counted by rules)
+                                    or items.keys() <= {"type", "minLength", "maxLength"}
+                                    and items.get("type") == "string"):
         schema["uniqueItems"] = True
         return schema, st.lists(values, min_size=low, max_size=high, unique=True).filter(lambda v: len(v) >= low)
     return schema, st.lists(values, min_size=low, max_size=high if high is not None else low + 3)
@@ -473,7 +473,7 @@ def unique_few_strings(draw):
     items, count = draw(st.sampled_from([
         ({"type": "string", "pattern": "^[a-c]?$"}, 4), ({"type": "string", "pattern": "^[0-9]x$"}, 10),
         ({"type": "string", "maxLength": 2, "pattern": "^[ab]*$"}, 7), ({"type": "string", "pattern": "^[0-9]+x$"}, 6),
-        ({"type": "string", "maxLength": 1}, 6)])
+        ({"type": "string", "maxLength": 1}, 6), ({"type": "string", "minLength": 60, "maxLength": 70}, 3)])
         | st.lists(st.sampled_from(FEW_STRINGS), min_size=1, max_size=len(FEW_STRINGS), unique=True).map(
             lambda values: ({"enum": values}, len(values))))
     schema = {"type": "array", "items": items, "uniqueItems": True, "minItems": draw(st.integers(0, count))}
