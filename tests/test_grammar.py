@@ -1049,7 +1049,7 @@ def test_combined_exits_agree_with_walking_the_lexer(tokenizers, monkeypatch):
     for index, q, ctx in seen:
         combined_walk = index._combine(q, ctx)
         _assert_same_walk(index._walked_whole(q, ctx), combined_walk)
-        exits = {k: index._terminal(k).exits(int(index.lexer.components[q, k]), index)[2] for k in index._split(q, ctx).live}
+        exits = {k: index.terminal(k).exits(int(index.lexer.components[q, k]), index)[2] for k in index._split(q, ctx).live}
         kept_whole += any(combined_walk.later.get(k) is group for k, group in exits.items())
     assert len(seen) >= 3 and kept_whole
 
