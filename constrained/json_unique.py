@@ -32,9 +32,12 @@ few endings (an enum, a maxLength, a pattern that closes): there the matcher
 counts the strings each state of its terminal can still end as (``_Endings``)
 and refuses a token after which every one of them is an earlier item. The
 tokens that may do so are stepped: those that go on inside the string under
-way to a state with that few endings, and those that begin one there. The
-grammar holds no more items than there are strings (json_schema_rules'
-_ArrayProduct.most_items), so an item can always begin.
+way to a state with that few endings, by a byte that can go on towards an
+earlier item (``_next_bytes``), and those that begin a string at one of
+their quotes in such a state (``_Endings.beginning``: the vocabulary's
+quotes walked at once). The grammar holds no more items than there are
+strings (json_schema_rules' _ArrayProduct.most_items), so an item can always
+begin.
 """
 
 import itertools
@@ -46,6 +49,7 @@ import numpy as np
 from .dfa import DFA, ending_counts, endless
 from .errors import ConstrainedError
 from .grammar import Grammar, GrammarMatcher
+from .vocab import padded_bytes
 
 _ESCAPE_TAIL = 11  # bytes an unfinished character may take at the end of a string's text: "\ud83d\ude0"
 _TOKENS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # vocabulary -> _QuotedTokens
@@ -216,13 +220,15 @@ class DistinctItemsMatcher(GrammarMatcher):
         at most ``most`` ways (so, maybe only as items the array has): those
         that begin one at one of their quotes, and those that go on inside the
         one under way."""
-        q, stack, under_way, _ = state
+        q, stack, under_way, seen = state
         bounded = self.grammar.bounded
         found = [e.beginning(self._quoted, most) for e in bounded.values()]
-        if under_way is not None:
+        if under_way is not None and (first := _next_bytes(under_way, seen[-1])) is not None:
             alive = self.grammar._names_alive(q, self.language.context(stack))[2] or ()
             components = self.language.lexer.components[q]
-            found += [bounded[k].going_on(int(components[k]), self.index.terminal(k), most) for k in alive]
+            for k in alive:
+                tokens = bounded[k].going_on(int(components[k]), self.index, k, len(seen[-1]))
+                found.append(tokens if first is True else tokens[first[self.index.bytes[tokens, 0]]])
         return [tokens[self.index.usable[tokens]] for tokens in found]
 
     def _standing_suspects(self, seen: tuple) -> np.ndarray:
@@ -249,7 +255,9 @@ class _Endings:
     def __init__(self, dfa: DFA):
         self.dfa = dfa
         self.one_spelling = DFA(np.where(_ONE_SPELLING, dfa.transitions, -1).astype(np.int32), dfa.accepting)
-        self.counts = ending_counts(self.one_spelling, _MANY)
+        self.counts = np.append(ending_counts(self.one_spelling, _MANY), 0)  # and 0 for the dead state
+        self.trans = np.vstack([np.where(dfa.transitions >= 0, dfa.transitions, dfa.n_states),
+                                np.full((1, 256), dfa.n_states)])  # the last row: the dead state
         self._spelled: dict = {}
         self._beginning = weakref.WeakKeyDictionary()  # _QuotedTokens -> (tokens, their fewest endings), by those
         self._going_on: dict = {}  # (vocabulary, state) -> (tokens, their endings), by those, at most _FEW_KEPT
@@ -275,39 +283,55 @@ class _Endings:
 
     def beginning(self, quoted: "_QuotedTokens", most: int) -> np.ndarray:
         """The tokens that, read from one of their quotes on, begin a string
-        that can end in at most ``most`` ways."""
+        that can end in at most ``most`` ways, and as many more as strings the
+        token may have finished before (each may be an item the array has)."""
         found = self._beginning.get(quoted)
         if found is None:
-            fewest = {}
-            for t in np.flatnonzero(quoted.quotes >= 1).tolist():
-                token = quoted.tokens[t]
-                for at in (i for i, byte in enumerate(token) if byte == 0x22):
-                    s = self.dfa.run(token[at:])
-                    if s >= 0 and (t not in fewest or self.counts[s] < fewest[t]):
-                        fewest[t] = int(self.counts[s])
-            tokens = np.array(sorted(fewest, key=fewest.get), dtype=np.int64)
-            found = self._beginning[quoted] = tokens, np.array([fewest[t] for t in tokens.tolist()], dtype=np.int64)
+            tokens, tails, lengths, quotes_before = quoted.from_each_quote()
+            counts = self.counts[self._after(np.full(len(tokens), self.dfa.start), tails, lengths)]
+            alive = np.flatnonzero(counts)
+            # Before that quote, the token may have finished items of the array: the first quote may close the
+            # string under way, and every other two hold one.
+            counts = counts[alive] - (quotes_before[alive] + 1) // 2
+            by_count = np.lexsort((tokens[alive], counts))
+            tokens, counts = tokens[alive][by_count], counts[by_count]
+            fewest = np.sort(np.unique(tokens, return_index=True)[1])  # each token at its quote with fewest endings
+            found = self._beginning[quoted] = tokens[fewest], counts[fewest]
         tokens, counts = found
         return tokens[: np.searchsorted(counts, most, side="right")]
 
-    def going_on(self, state: int, terminal, most: int) -> np.ndarray:
+    def going_on(self, state: int, index, k: int, most: int) -> np.ndarray:
         """The tokens that, read from ``state`` on, leave a string that can end
-        in at most ``most`` ways (``terminal``: the ``_TerminalTokens`` of this
-        DFA over the vocabulary)."""
-        key = (terminal.vocab, state)
+        in at most ``most`` ways (``index``: the GrammarIndex, where this DFA is
+        terminal ``k``)."""
+        key = (index.vocab, state)
         found = self._going_on.get(key) if most <= _FEW_KEPT else None
         if found is None:
-            after = terminal.next_states(state)
-            endings = np.where(after >= 0, self.counts[np.maximum(after, 0)], _MANY)
-            tokens = np.flatnonzero(endings <= max(most, _FEW_KEPT))
-            tokens = tokens[np.argsort(endings[tokens], kind="stable")]
-            found = tokens, endings[tokens]
+            terminal = index.terminal(k)
+            tokens = terminal.exits(state, index)[3]  # the few that stay alive, where the DFA is narrow (an enum)
+            if tokens is None:
+                after = terminal.next_states(state)
+                after[after < 0] = self.dfa.n_states
+            else:
+                after = self._after(np.full(len(tokens), state), index.bytes[tokens], index.lengths[tokens])
+            endings = self.counts[after]
+            few = np.flatnonzero((endings > 0) & (endings <= max(most, _FEW_KEPT)))
+            few = few[np.argsort(endings[few], kind="stable")]
+            found = (few if tokens is None else tokens[few]), endings[few]
             if most <= _FEW_KEPT:
                 if len(self._going_on) >= _MEMO:
                     self._going_on.clear()
                 self._going_on[key] = found
         tokens, counts = found
         return tokens[: np.searchsorted(counts, most, side="right")]
+
+    def _after(self, states: np.ndarray, data: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """The states after each row of ``data`` (its first ``lengths`` bytes)
+        from ``states``, the dead state's number where it dies."""
+        for j in range(int(lengths.max(initial=0))):
+            on = np.flatnonzero(lengths > j)
+            states[on] = self.trans[states[on], data[on, j]]
+        return states
 
 
 class _QuotedTokens:
@@ -325,6 +349,23 @@ class _QuotedTokens:
         self._ending: dict | None = None  # a token's bytes from its last quote on -> the tokens
         self._into: dict = {}
         self._inside: dict = {}
+        self._from_each_quote = None
+
+    def from_each_quote(self) -> tuple:
+        """(a token, its bytes from one of its quotes on, zero-padded, their
+        length, how many quotes come before it in the token), for each quote
+        of each token."""
+        if self._from_each_quote is None:
+            tokens = self.with_quotes(1)
+            data, lengths = padded_bytes([self.tokens[t] for t in tokens.tolist()])
+            row, at = np.nonzero(data == 0x22)
+            width = data.shape[1]
+            shifted = data[row[:, None], np.minimum(at[:, None] + np.arange(width), width - 1)]
+            tail = lengths[row] - at
+            shifted[np.arange(width) >= tail[:, None]] = 0
+            before = np.arange(len(row)) - np.searchsorted(row, row)  # (np.nonzero goes row by row, left to right)
+            self._from_each_quote = tokens[row], shifted, tail, before
+        return self._from_each_quote
 
     def with_quotes(self, n: int) -> np.ndarray:
         """The tokens with at least ``n`` quotes."""
@@ -440,6 +481,21 @@ def strings_in(language: DFA) -> int | None:
         return None
     count = int(_Endings(language).counts[language.start])
     return None if count >= _MANY else count
+
+
+def _next_bytes(under_way: bytes, used: frozenset):
+    """The bytes that may go on with the string under way towards one of
+    ``used`` (256 bools; True: any, where it ends in an unfinished character),
+    or None where no string of ``used`` begins with it."""
+    done, tail = _decoded(under_way)
+    if tail:
+        return True
+    first = np.zeros(256, dtype=bool)
+    for string in used:
+        if string.startswith(done):
+            rest = string[len(done):]
+            first[[rest.encode()[0], 0x5C] if rest else 0x22] = True  # (its raw first byte, or an escape's)
+    return first if first.any() else None
 
 
 def _allowed(words: np.ndarray, ids: np.ndarray) -> np.ndarray:

@@ -1171,13 +1171,33 @@ def test_unique_strings_with_few_endings_never_lead_into_an_earlier_item(tokeniz
     assert not matcher.is_allowed(token[b'c']) and matcher.is_allowed(token[b'd']) and matcher.is_allowed(token[b'"'])
     matcher.advance(token[b'd'])
     assert matcher.is_allowed(token[b'"]'])
+    escaped = compiled({"type": "array", "items": {"enum": ["é", *"abcdefgh"]}, "uniqueItems": True})
+    matcher = escaped.matcher(tok)
+    for t in [b'["', b'\\', b'u', b'00', b'e', b'9', b'",', b' "']:
+        matcher.advance(vocab.tokens.index(t))
+    assert not matcher.is_allowed(vocab.tokens.index(b'\\')) and matcher.is_allowed(token[b'd'])  # only "\u00e9"
+
+
+def test_a_token_that_finishes_an_item_and_begins_another_is_checked_against_both(tokenizers):
+    """'","\\' after '["\\u00e9","\\u00e9é' finishes "éé", and its second quote
+    begins an escape that can only be "é" or "éé" again: a dead end, though
+    other strings are left and the array had one item. (Over 8 strings: the
+    matcher keeps them distinct, not the grammar.)"""
+    tok = tokenizers("llama3")
+    vocab = constrained.vocabulary(tok)
+    grammar = compiled({"type": "array", "items": {"enum": ["é", "éé", *"abcdefg"]}, "uniqueItems": True})
+    matcher = grammar.matcher(tok)
+    for token in encode_exact(tok, '["\\u00e9","\\u00e9é'):
+        matcher.advance(token)
+    assert not matcher.is_allowed(vocab.tokens.index(b'","\\')) and matcher.is_allowed(vocab.tokens.index(b'","'))
 
 
 def test_unique_items_are_no_more_than_the_strings_they_may_be():
-    items = {"enum": ["a", "b", "é"]}
-    assert accepts(compiled({"type": "array", "items": items, "uniqueItems": True, "minItems": 3}), ["é", "a", "b"])
+    items = {"type": "string", "pattern": "^[a-d]?[xé]$"}  # 10 strings (over 8: the matcher keeps them distinct)
+    every = [a + b for a in ["", *"abcd"] for b in "xé"]
+    assert accepts(compiled({"type": "array", "items": items, "uniqueItems": True, "minItems": 10}), every)
     with pytest.raises(ConstrainedError, match="no JSON value satisfies"):
-        json_schema({"type": "array", "items": items, "uniqueItems": True, "minItems": 4})
+        json_schema({"type": "array", "items": items, "uniqueItems": True, "minItems": 11})
 
 
 def test_long_unique_strings_are_one_automaton():
