@@ -55,7 +55,8 @@ _ESCAPE_TAIL = 11  # bytes an unfinished character may take at the end of a stri
 _TOKENS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # vocabulary -> _QuotedTokens
 _MEMO = 4096  # sets of strings kept per vocabulary with the tokens that hold or spell into them (_QuotedTokens)
 _MANY = 2**40  # strings counted up to this (_Endings): "as many or infinitely many"
-_FEW_KEPT = 64  # per state of a bounded terminal, the tokens kept that leave at most this many endings
+_FEW_KEPT = 64  # per state of a bounded terminal, the tokens kept that leave at most this many endings (or more)
+_GOING_ON_KEPT = 256  # states of bounded terminals whose such tokens are kept (thousands at a maxLength's end)
 # The bytes that spell each character one way: ASCII but DEL (which its escape spells too), so that a
 # non-ASCII character is its escape, and the continuation bytes that finish one a token began raw.
 _ONE_SPELLING = (np.arange(256) < 0x7F) | ((np.arange(256) >= 0x80) & (np.arange(256) < 0xC0))
@@ -260,7 +261,8 @@ class _Endings:
                                 np.full((1, 256), dfa.n_states)])  # the last row: the dead state
         self._spelled: dict = {}
         self._beginning = weakref.WeakKeyDictionary()  # _QuotedTokens -> (tokens, their fewest endings), by those
-        self._going_on: dict = {}  # (vocabulary, state) -> (tokens, their endings), by those, at most _FEW_KEPT
+        self._going_on: dict = {}  # (vocabulary, state) -> (a limit, the tokens with at most that many endings,
+        # by those, their endings)
 
     def spelled(self, state: int) -> list:
         """The bytes that end a string from ``state``, one spelling per string
@@ -305,8 +307,9 @@ class _Endings:
         in at most ``most`` ways (``index``: the GrammarIndex, where this DFA is
         terminal ``k``)."""
         key = (index.vocab, state)
-        found = self._going_on.get(key) if most <= _FEW_KEPT else None
-        if found is None:
+        found = self._going_on.get(key)
+        if found is None or found[0] < most:
+            limit = max(2 * most, _FEW_KEPT)
             terminal = index.terminal(k)
             tokens = terminal.exits(state, index)[3]  # the few that stay alive, where the DFA is narrow (an enum)
             if tokens is None:
@@ -315,14 +318,12 @@ class _Endings:
             else:
                 after = self._after(np.full(len(tokens), state), index.bytes[tokens], index.lengths[tokens])
             endings = self.counts[after]
-            few = np.flatnonzero((endings > 0) & (endings <= max(most, _FEW_KEPT)))
+            few = np.flatnonzero((endings > 0) & (endings <= limit))
             few = few[np.argsort(endings[few], kind="stable")]
-            found = (few if tokens is None else tokens[few]), endings[few]
-            if most <= _FEW_KEPT:
-                if len(self._going_on) >= _MEMO:
-                    self._going_on.clear()
-                self._going_on[key] = found
-        tokens, counts = found
+            if len(self._going_on) >= _GOING_ON_KEPT:
+                self._going_on.clear()
+            found = self._going_on[key] = limit, (few if tokens is None else tokens[few]), endings[few]
+        _, tokens, counts = found
         return tokens[: np.searchsorted(counts, most, side="right")]
 
     def _after(self, states: np.ndarray, data: np.ndarray, lengths: np.ndarray) -> np.ndarray:
