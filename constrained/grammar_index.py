@@ -122,7 +122,7 @@ class _Split(NamedTuple):
     n_shared: int  # how many tokens start with a byte that enters several
     own: list  # per terminal, the first bytes that enter it and no other (None where none do)
     shares: list  # per terminal, whether some of its first bytes enter other terminals too
-    walked: tuple | None  # those tokens walked from the state (_walk's answer), where at most _FEW_SHARED; else None
+    walked: tuple | None  # those tokens walked from the state (walk's answer), where at most _FEW_SHARED; else None
 
 
 class _Group:
@@ -463,7 +463,7 @@ class GrammarIndex:
             n_shared = int(self.first_byte_counts[shared].sum())
             walked = None
             if n_shared <= _FEW_SHARED:
-                walked = self._walk(self._ids(self.starting_with(shared)), None, q, ctx.alive_lark)
+                walked = self.walk(self._ids(self.starting_with(shared)), None, q, ctx.alive_lark)
             if len(self._splits) >= _WALK_CACHE:
                 self._splits.clear()
             own = [row if some else None for row, some in zip(alone, any_alone.tolist())]
@@ -480,7 +480,7 @@ class GrammarIndex:
         if not suspects.any():
             return inside
         tok = self._ids(suspects)
-        ended, end_state = self._walk(tok, None, q, ctx.alive_lark)[:2]
+        ended, end_state = self.walk(tok, None, q, ctx.alive_lark)[:2]
         dead = ended[~ctx.alive_valid[end_state]]
         return inside & ~self._pack_ids(dead) if len(dead) else inside
 
@@ -553,7 +553,7 @@ class GrammarIndex:
             if len(self._walked) >= _NODE_CACHE:
                 self._walked.clear()
             self._walked[(group.id, q)] = times_walked + 1
-            ended, end_state, b_tok, b_off, b_state = self._walk(tok, off, q, ctx.alive_lark)
+            ended, end_state, b_tok, b_off, b_state = self.walk(tok, off, q, ctx.alive_lark)
             accepted = ended[ctx.alive_valid[end_state]]
         return accepted, self._by_terminal(b_tok, b_off, ctx.choice[b_state])
 
@@ -594,13 +594,13 @@ class GrammarIndex:
                           ctx.alive_lark, ctx.alive_valid, trace.q)
 
     def _leaving(self, tok, q: int, alive, trans=None):
-        """``_walk``'s tokens that leave the lexeme (token, offset of the byte
+        """``walk``'s tokens that leave the lexeme (token, offset of the byte
         that does not fit, state before it), for tokens read from their first
         byte. Past _TRIE_WALKED tokens, one pass over the trie says where every
         token leaves q (``walks.trie_exits``), reading shared prefixes once."""
         trans = self.lexer.trans if trans is None else trans
         if len(tok) <= _TRIE_WALKED:
-            return self._walk(tok, None, q, alive, trans)[2:]
+            return self.walk(tok, None, q, alive, trans)[2:]
         off, before = self._trie_pass(q, alive, trans)
         tok = tok[off[tok] >= 0]
         return tok, off[tok], before[tok]
@@ -621,7 +621,7 @@ class GrammarIndex:
         bounds = bounds.tolist()
         return {t: _group(tok[a:b], off[a:b]) for t, a, b in zip(terms.tolist(), bounds, bounds[1:])}
 
-    def _walk(self, tok, off, q: int, alive, trans=None):
+    def walk(self, tok, off, q: int, alive, trans=None):
         """Walk tokens ``tok`` from byte ``off`` (None: their first) in state ``q``
         of ``trans`` (the lexer's by default) until each ends (-> ended tokens and
         their states) or leaves the lexeme, where ``alive`` turns false (-> token,

@@ -35,9 +35,9 @@ tokens that may do so are stepped: those that go on inside the string under
 way to a state with that few endings, by a byte that can go on towards an
 earlier item (``_next_bytes``), and those that begin a string at one of
 their quotes in such a state (``_Endings.beginning``: the vocabulary's
-quotes walked at once). The grammar holds no more items than there are
-strings (json_schema_rules' _ArrayProduct.most_items), so an item can always
-begin.
+quotes walked at once, by ``walks.token_walk``). The grammar holds no more
+items than there are strings (json_schema_rules' _ArrayProduct.most_items),
+so an item can always begin.
 """
 
 import itertools
@@ -56,6 +56,8 @@ _TOKENS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # vocabulary -
 _MEMO = 4096  # sets of strings kept per vocabulary with the tokens that hold or spell into them (_QuotedTokens)
 _MANY = 2**40  # strings counted up to this (_Endings): "as many or infinitely many"
 _FEW_KEPT = 64  # per state of a bounded terminal, the tokens kept that leave at most this many endings (or more)
+_ENDINGS: dict = {}  # automaton digest -> _Endings (see _endings)
+_ENDINGS_KEPT = 64
 _GOING_ON_KEPT = 256  # states of bounded terminals whose such tokens are kept (thousands at a maxLength's end)
 # The bytes that spell each character one way: ASCII but DEL (which its escape spells too), so that a
 # non-ASCII character is its escape, and the continuation bytes that finish one a token began raw.
@@ -77,7 +79,7 @@ class DistinctItemsGrammar(Grammar):
         self.spellings = {key: json.dumps(key).encode() for key in self.key_names.values()}
         dfas = self.language.lexer.dfas
         # unique items' terminals whose unfinished strings may have few endings (see the module's doc)
-        self.bounded = {k: _Endings(dfas[k]) for k in self.distinct - self.key_names.keys() if not endless(dfas[k])}
+        self.bounded = {k: _endings(dfas[k]) for k in self.distinct - self.key_names.keys() if not endless(dfas[k])}
         self._alive: dict = {}  # (lexer state, context key) -> _names_alive's answer
 
     def _new_matcher(self, index) -> "DistinctItemsMatcher":
@@ -188,11 +190,11 @@ class DistinctItemsMatcher(GrammarMatcher):
         if state is None:
             return words
         _, _, under_way, seen = state
-        repeating, suspects = [], [self._standing_suspects(seen)]
+        repeating, suspects, decoded = [], [self._standing_suspects(seen)], None
         if under_way is not None:
             held = _allowed(words, self._quoted.with_quotes(3))
             if seen[-1] or len(held):
-                done, tail = _decoded(under_way)
+                done, tail = decoded = _decoded(under_way)
                 ends, ended = self._quoted.closing(tail)
                 for item in seen[-1]:  # tokens whose first quote ends the string under way as an earlier one
                     if item.startswith(done):
@@ -206,7 +208,7 @@ class DistinctItemsMatcher(GrammarMatcher):
                 repeating += [t for t in _allowed(words, self._quoted.inside(under_way, mine)).tolist()
                               if self.grammar.within_used_names(state, self.vocab.tokens[t])]
         if self.grammar.bounded and (most := max(map(len, seen))):
-            suspects += self._few_endings(state, most)
+            suspects += self._few_endings(state, most, decoded)
         repeating += [t for t in _allowed(words, np.concatenate(suspects)).tolist() if self._step(state, t) is None]
         if not repeating:
             return words
@@ -216,15 +218,16 @@ class DistinctItemsMatcher(GrammarMatcher):
         words.flags.writeable = False
         return words
 
-    def _few_endings(self, state: tuple, most: int) -> list:
+    def _few_endings(self, state: tuple, most: int, decoded) -> list:
         """The tokens after which a unique item's string under way may end in
         at most ``most`` ways (so, maybe only as items the array has): those
         that begin one at one of their quotes, and those that go on inside the
-        one under way."""
+        one under way (``decoded``: _decoded's answer for it, where the
+        innermost array has items)."""
         q, stack, under_way, seen = state
         bounded = self.grammar.bounded
-        found = [e.beginning(self._quoted, most) for e in bounded.values()]
-        if under_way is not None and (first := _next_bytes(under_way, seen[-1])) is not None:
+        found = [e.beginning(self.index, k, self._quoted, most) for k, e in bounded.items()]
+        if under_way is not None and seen[-1] and (first := _next_bytes(*decoded, seen[-1])) is not None:
             alive = self.grammar._names_alive(q, self.language.context(stack))[2] or ()
             components = self.language.lexer.components[q]
             for k in alive:
@@ -256,9 +259,7 @@ class _Endings:
     def __init__(self, dfa: DFA):
         self.dfa = dfa
         self.one_spelling = DFA(np.where(_ONE_SPELLING, dfa.transitions, -1).astype(np.int32), dfa.accepting)
-        self.counts = np.append(ending_counts(self.one_spelling, _MANY), 0)  # and 0 for the dead state
-        self.trans = np.vstack([np.where(dfa.transitions >= 0, dfa.transitions, dfa.n_states),
-                                np.full((1, 256), dfa.n_states)])  # the last row: the dead state
+        self.counts = ending_counts(self.one_spelling, _MANY)
         self._spelled: dict = {}
         self._beginning = weakref.WeakKeyDictionary()  # _QuotedTokens -> (tokens, their fewest endings), by those
         self._going_on: dict = {}  # (vocabulary, state) -> (a limit, the tokens with at most that many endings,
@@ -283,20 +284,23 @@ class _Endings:
             self._spelled[state] = found
         return found
 
-    def beginning(self, quoted: "_QuotedTokens", most: int) -> np.ndarray:
+    def beginning(self, index, k: int, quoted: "_QuotedTokens", most: int) -> np.ndarray:
         """The tokens that, read from one of their quotes on, begin a string
         that can end in at most ``most`` ways, and as many more as strings the
-        token may have finished before (each may be an item the array has)."""
+        token may have finished before (each may be an item the array has).
+        (``index``: the GrammarIndex, where this DFA is terminal ``k``.)"""
         found = self._beginning.get(quoted)
         if found is None:
-            tokens, tails, lengths, quotes_before = quoted.from_each_quote()
-            counts = self.counts[self._after(np.full(len(tokens), self.dfa.start), tails, lengths)]
-            alive = np.flatnonzero(counts)
-            # Before that quote, the token may have finished items of the array: the first quote may close the
-            # string under way, and every other two hold one.
-            counts = counts[alive] - (quotes_before[alive] + 1) // 2
-            by_count = np.lexsort((tokens[alive], counts))
-            tokens, counts = tokens[alive][by_count], counts[by_count]
+            terminal, tokens, counts = index.terminal(k), [], []
+            for before, (tok, off) in enumerate(quoted.quote_offsets()):
+                ended, states = index.walk(tok, off, self.dfa.start, terminal.alive, terminal.trans)[:2]
+                # Before that quote, the token may have finished items of the array: the first quote may close
+                # the string under way, and every other two hold one.
+                tokens.append(ended)
+                counts.append(self.counts[states] - (before + 1) // 2)
+            tokens, counts = np.concatenate(tokens), np.concatenate(counts)
+            by_count = np.lexsort((tokens, counts))
+            tokens, counts = tokens[by_count], counts[by_count]
             fewest = np.sort(np.unique(tokens, return_index=True)[1])  # each token at its quote with fewest endings
             found = self._beginning[quoted] = tokens[fewest], counts[fewest]
         tokens, counts = found
@@ -311,28 +315,21 @@ class _Endings:
         if found is None or found[0] < most:
             limit = max(2 * most, _FEW_KEPT)
             terminal = index.terminal(k)
-            tokens = terminal.exits(state, index)[3]  # the few that stay alive, where the DFA is narrow (an enum)
-            if tokens is None:
+            few = terminal.exits(state, index)[3]  # the few that stay alive, where the DFA is narrow (an enum)
+            if few is None:
                 after = terminal.next_states(state)
-                after[after < 0] = self.dfa.n_states
+                tokens = np.flatnonzero(after >= 0)
+                after = after[tokens]
             else:
-                after = self._after(np.full(len(tokens), state), index.bytes[tokens], index.lengths[tokens])
+                tokens, after = index.walk(few, None, state, terminal.alive, terminal.trans)[:2]
             endings = self.counts[after]
-            few = np.flatnonzero((endings > 0) & (endings <= limit))
-            few = few[np.argsort(endings[few], kind="stable")]
+            kept = np.flatnonzero(endings <= limit)
+            kept = kept[np.argsort(endings[kept], kind="stable")]
             if len(self._going_on) >= _GOING_ON_KEPT:
                 self._going_on.clear()
-            found = self._going_on[key] = limit, (few if tokens is None else tokens[few]), endings[few]
+            found = self._going_on[key] = limit, tokens[kept], endings[kept]
         _, tokens, counts = found
         return tokens[: np.searchsorted(counts, most, side="right")]
-
-    def _after(self, states: np.ndarray, data: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-        """The states after each row of ``data`` (its first ``lengths`` bytes)
-        from ``states``, the dead state's number where it dies."""
-        for j in range(int(lengths.max(initial=0))):
-            on = np.flatnonzero(lengths > j)
-            states[on] = self.trans[states[on], data[on, j]]
-        return states
 
 
 class _QuotedTokens:
@@ -350,23 +347,18 @@ class _QuotedTokens:
         self._ending: dict | None = None  # a token's bytes from its last quote on -> the tokens
         self._into: dict = {}
         self._inside: dict = {}
-        self._from_each_quote = None
+        self._quote_offsets = None
 
-    def from_each_quote(self) -> tuple:
-        """(a token, its bytes from one of its quotes on, zero-padded, their
-        length, how many quotes come before it in the token), for each quote
-        of each token."""
-        if self._from_each_quote is None:
+    def quote_offsets(self) -> list:
+        """Per n, (the tokens with over n quotes, where their quote after the
+        first n is)."""
+        if self._quote_offsets is None:
             tokens = self.with_quotes(1)
-            data, lengths = padded_bytes([self.tokens[t] for t in tokens.tolist()])
-            row, at = np.nonzero(data == 0x22)
-            width = data.shape[1]
-            shifted = data[row[:, None], np.minimum(at[:, None] + np.arange(width), width - 1)]
-            tail = lengths[row] - at
-            shifted[np.arange(width) >= tail[:, None]] = 0
-            before = np.arange(len(row)) - np.searchsorted(row, row)  # (np.nonzero goes row by row, left to right)
-            self._from_each_quote = tokens[row], shifted, tail, before
-        return self._from_each_quote
+            data, _ = padded_bytes([self.tokens[t] for t in tokens.tolist()])
+            row, at = np.nonzero(data == 0x22)  # (row by row, left to right)
+            nth = np.arange(len(row)) - np.searchsorted(row, row)
+            self._quote_offsets = [(tokens[row[nth == n]], at[nth == n]) for n in range(int(nth.max(initial=-1)) + 1)]
+        return self._quote_offsets
 
     def with_quotes(self, n: int) -> np.ndarray:
         """The tokens with at least ``n`` quotes."""
@@ -474,21 +466,32 @@ class _QuotedTokens:
         return found
 
 
+def _endings(dfa: DFA) -> "_Endings":
+    """The ``_Endings`` of an automaton, kept by its digest: a schema's items
+    are counted when it compiles, and its terminal's endings read when it runs."""
+    found = _ENDINGS.get(dfa.digest)
+    if found is None:
+        if len(_ENDINGS) >= _ENDINGS_KEPT:
+            _ENDINGS.clear()
+        found = _ENDINGS[dfa.digest] = _Endings(dfa)
+    return found
+
+
 def strings_in(language: DFA) -> int | None:
     """How many strings the JSON texts of ``language`` spell (each counted
     once, however its characters are spelled), or None where there are
     infinitely many, or too many for any array to hold (_MANY or more)."""
     if not language.finite:
         return None
-    count = int(_Endings(language).counts[language.start])
+    count = int(_endings(language).counts[language.start])
     return None if count >= _MANY else count
 
 
-def _next_bytes(under_way: bytes, used: frozenset):
-    """The bytes that may go on with the string under way towards one of
-    ``used`` (256 bools; True: any, where it ends in an unfinished character),
-    or None where no string of ``used`` begins with it."""
-    done, tail = _decoded(under_way)
+def _next_bytes(done: str, tail: bytes, used: frozenset):
+    """The bytes that may go on with the string under way (``_decoded``'s
+    ``done`` and ``tail``) towards one of ``used`` (256 bools; True: any,
+    where it ends in an unfinished character), or None where no string of
+    ``used`` begins with it."""
     if tail:
         return True
     first = np.zeros(256, dtype=bool)

@@ -811,7 +811,7 @@ def test_traced_walks_agree_with_walking(tokenizers):
             assert len(trace.tok) == len(entering[0]) > 0
             for ctx in contexts:
                 accepted, b_tok, b_off, b_state = index._read(trace, ctx)
-                ended, end_state, w_tok, w_off, w_state = index._walk(*entering, q, ctx.alive_lark)
+                ended, end_state, w_tok, w_off, w_state = index.walk(*entering, q, ctx.alive_lark)
                 assert sorted(accepted.tolist()) == sorted(ended[ctx.alive_valid[end_state]].tolist())
                 assert sorted(zip(b_tok.tolist(), b_off.tolist(), b_state.tolist())) == \
                     sorted(zip(w_tok.tolist(), w_off.tolist(), w_state.tolist()))
@@ -837,7 +837,7 @@ def test_a_lexeme_reads_only_the_tokens_entering_it(tokenizers):
         assert 0 < len(entering) < len(spaced)  # a space, a digit, a bracket ... start no SQL lexeme
         for ctx in contexts[:5]:
             accepted, going_on = index._lexeme(("test", group.id, q, ctx.key), group, q, ctx)
-            ended, end_state, w_tok, w_off, w_state = index._walk(spaced, group.off, q, ctx.alive_lark)
+            ended, end_state, w_tok, w_off, w_state = index.walk(spaced, group.off, q, ctx.alive_lark)
             assert sorted(accepted.tolist()) == sorted(ended[ctx.alive_valid[end_state]].tolist())
             walked = index._by_terminal(w_tok, w_off, ctx.choice[w_state])
             assert going_on.keys() == walked.keys()
@@ -962,7 +962,7 @@ def test_tokens_leaving_read_off_the_trie_agree_with_walking(tokenizers, monkeyp
     contexts = list(index.lexer._contexts.values())
     for q in list(index.lexer.starts)[:4]:
         for ctx in contexts[:6]:
-            walked = index._walk(usable, np.zeros(len(usable), dtype=np.int64), q, ctx.alive_lark)[2:]
+            walked = index.walk(usable, np.zeros(len(usable), dtype=np.int64), q, ctx.alive_lark)[2:]
             down_the_trie = index._leaving(usable, q, ctx.alive_lark)
             assert sorted(zip(*(a.tolist() for a in walked))) == sorted(zip(*(a.tolist() for a in down_the_trie)))
     dfa = constrained.dfa.from_regex(r'"[^"\\\x00-\x1f]{0,12}"')
