@@ -207,8 +207,8 @@ class DistinctItemsMatcher(GrammarMatcher):
             if mine:  # tokens without a quote, read on inside the key under way: no step needed
                 repeating += [t for t in _allowed(words, self._quoted.inside(under_way, mine)).tolist()
                               if self.grammar.within_used_names(state, self.vocab.tokens[t])]
-        if self.grammar.bounded and (most := max(map(len, seen))):
-            suspects += self._few_endings(state, most, decoded)
+        if self.grammar.bounded:  # (with no items yet too: a token may finish one and begin it again)
+            suspects += self._few_endings(state, max(map(len, seen)), decoded)
         repeating += [t for t in _allowed(words, np.concatenate(suspects)).tolist() if self._step(state, t) is None]
         if not repeating:
             return words

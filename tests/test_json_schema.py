@@ -1210,6 +1210,17 @@ def test_long_unique_strings_are_one_automaton():
         json_schema({"type": "array", "items": {"type": "string", "maxLength": 5000}, "uniqueItems": True})
 
 
+def test_a_token_may_finish_a_unique_string_and_begin_it_again(tokenizers):
+    """'","+' after '["+' finishes "+" and begins a string that can only be
+    "+" again (maxLength 1): a dead end, with no item before it."""
+    tok = tokenizers("llama3")
+    vocab = constrained.vocabulary(tok)
+    matcher = compiled({"type": "array", "items": {"type": "string", "maxLength": 1}, "uniqueItems": True}).matcher(tok)
+    for token in encode_exact(tok, '["+'):
+        matcher.advance(token)
+    assert not matcher.is_allowed(vocab.tokens.index(b'","+')) and matcher.is_allowed(vocab.tokens.index(b'","'))
+
+
 def test_lenient_skips_and_reports():
     schema = {"type": "array", "items": {"type": "object"}, "uniqueItems": True, "maxItems": 2}
     grammar = json_schema(schema, lenient=True)
