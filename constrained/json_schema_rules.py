@@ -33,10 +33,10 @@ so may a declared key after its turn, failing the sets that declare it, where
 their results cannot change the label (_ObjectProduct.late_failures). An
 array's state is
 (position, failed sets, ``contains`` matches per set, values seen per
-uniqueItems set: only where the items take a few values; unique strings
-are kept apart by the matcher instead, _Builder.unique_value). States that
-cannot lead to the wanted label are pruned; rules whose language is empty
-are removed at the end.
+uniqueItems set: only where the items take a few values; unique strings and
+objects are kept apart by the matcher instead, _Builder.unique_value).
+States that cannot lead to the wanted label are pruned; rules whose language
+is empty are removed at the end.
 
 Plain strings allowed more than json_schema.LONG_STRING code points (a
 maxLength of 65535 is common) would need a DFA of 24 states per code point;
@@ -174,8 +174,9 @@ def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = Fal
     """(rules, start rule, terminal DFAs, the terminals shadowing others,
     glued terminals, messages on where strings are not capped, and None or the
     terminals whose lexemes must be distinct within an array or object with
-    the names of the "[" and "{" and of the "]" and "}" terminals, for
-    json_unique.py) for the values valid
+    the names of the "[" and "{" and of the "]" and "}" terminals, the free
+    keys' names, and the "{" terminals of unique items, for json_unique.py)
+    for the values valid
     under node ``root``, for grammar_from_rules (whitespace is WHITESPACE);
     ``any_order``: objects take their declared keys in any order, as far as
     ORDER_STATES and the rules allow (_key_chains), and at least in schema
@@ -216,7 +217,8 @@ def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = Fal
             known_labels[c] = None if c in stale else known_labels.get(c, set()) | builder.asked[c]
         stale |= builder.stale
     rules = builder.grammar_rules(start)
-    distinct = (frozenset(builder.distinct), *builder.brackets, builder.key_names) if builder.distinct else None
+    distinct = ((frozenset(builder.distinct), *builder.brackets, builder.key_names, frozenset(builder.item_braces))
+                if builder.distinct or builder.item_braces else None)
     return (rules, start, builder.terminal_dfas, builder.shadows, builder.glued & builder.terminal_dfas.keys(),
             builder.uncapped, distinct)
 
@@ -278,6 +280,7 @@ class _Builder:
         # terminals whose lexemes must differ from each other in one array or object (unique_value, key_terminal)
         self.distinct: set = set()
         self.key_names: dict = {}  # free keys' terminals (declared_key) -> their names
+        self.item_braces: set = set()  # the "{" terminals of objects that are unique items (unique_value)
         # Free keys of objects that count them (_ObjectProduct.settle): (context, name) -> their values' rules;
         # and the (context, name) pairs to track instead, as one of those has no value.
         self.free_values: dict = {}
@@ -378,23 +381,28 @@ class _Builder:
 
     # Values.
 
-    def value(self, context: frozenset, label: frozenset) -> str:
+    def value(self, context: frozenset, label: frozenset, brace: str = '"{"') -> str:
         """The rule deriving the values whose label in ``context`` is ``label``
-        (and that meet the caps, _cap)."""
+        (and that meet the caps, _cap); their objects open with ``brace``."""
         cap = self._cap(context)
         if cap is not None:
             context, label = context | {cap}, label | {cap}
-        return self._rule(("value", context, label), "value", lambda: self._value(context, label))
+        return self._rule(("value", context, label, brace), "value", lambda: self._value(context, label, brace))
 
     def unique_value(self, context: frozenset, label: frozenset, pointer: str, most: int | None) -> str:
-        """``value``'s rule for an item of a uniqueItems array of strings whose
-        items schema holds: one terminal, marked ``distinct``, which the matcher
-        keeps from repeating an earlier item of the same array (json_unique.py).
-        So that a repeated item can always be avoided, the array holds at most
-        ``most`` items, no more than the strings the terminal has. (Its strings
-        are one DFA even where they are long: rules that count chunks would
-        hide them from the matcher.) A cap on strings leaves them
-        (``uncapped``): it would only make them fewer."""
+        """``value``'s rule for an item of a uniqueItems array whose items are
+        strings or objects (_ArrayProduct._distinct_items) and whose items
+        schema holds, kept from repeating an earlier item of the same array by
+        the matcher (json_unique.py). A string is one terminal, marked
+        ``distinct``; so that a repeated item can always be avoided, the array
+        holds at most ``most`` items, no more than the strings the terminal has,
+        unless the item may be an object instead. (Its strings are one DFA even
+        where they are long: rules that count chunks would hide them from the
+        matcher.) An object opens with a "{" terminal of its own
+        (``item_braces``), and it must always be able to take another
+        property, so that a repeat can always be avoided before its "}" (an
+        ``open`` object that no maxProperties counts). A cap on strings leaves
+        them (``uncapped``): it would only make them fewer."""
         cap = self._cap(context)
         strings, arrays = self.caps
         if cap is not None and cap == strings:
@@ -407,15 +415,40 @@ class _Builder:
             context, label = context | {cap}, label | {cap}
 
         def build():
+            alternatives = []
             region = self.scalar_region(context, label)
-            if region is None:
-                return []
-            if not dfa.endless(region) and (count := strings_in(region)) is not None and (most is None or most > count):
-                self.schemas.refuse("uniqueItems", pointer, f"its items may be {count} strings, fewer than the "
-                                    f"{'unbounded number' if most is None else most} of items the array may hold")
-                return self._value(context, label)  # (lenient: uniqueItems skipped)
-            return [(self.terminal(region, "DISTINCT", distinct=True),)]  # (one DFA, however long its strings)
+            obj = self.object_start(context, label)
+            if obj is not None:
+                if not self._open(context):
+                    self.schemas.refuse("uniqueItems", pointer, "its items may be objects that cannot always take "
+                                        "one more property of any name and value (additionalProperties is false or "
+                                        "a schema, or propertyNames, maxProperties or strict_properties limit "
+                                        "them), so that a repeat could not always be avoided")
+                    return self._value(context, label)  # (lenient: uniqueItems skipped)
+                alternatives.append((self._item_brace(), obj))
+            if region is not None:
+                if (obj is None and not dfa.endless(region) and (count := strings_in(region)) is not None
+                        and (most is None or most > count)):
+                    self.schemas.refuse("uniqueItems", pointer, f"its items may be {count} strings, fewer than the "
+                                        f"{'unbounded number' if most is None else most} of items the array may hold")
+                    return self._value(context, label)  # (lenient: uniqueItems skipped)
+                alternatives.append((self.terminal(region, "DISTINCT", distinct=True),))  # (one DFA, however long)
+            return alternatives
         return self._rule(("unique", context, label), "value", build)
+
+    def _open(self, context) -> bool:
+        """Whether an object of ``context`` can always take another property
+        (_ObjectProduct.open, with no maxProperties counting them)."""
+        product = self._product(context, "object")
+        product.prepare()
+        return product.open and not product.counting
+
+    def _item_brace(self) -> str:
+        """The "{" of an object that is a unique item: a terminal of its own, so
+        that the matcher knows where such an item begins."""
+        name = self.terminal(dfa.literal(b"{"), "ITEM")
+        self.item_braces.add(name)
+        return name
 
     def _cap(self, context):
         """The cap node for values in ``context``: strings and arrays, or where
@@ -443,7 +476,7 @@ class _Builder:
                         "automaton budget")
         return self._caps_chosen[context]
 
-    def _value(self, context, label) -> list:
+    def _value(self, context, label, brace: str = '"{"') -> list:
         alternatives = []
         lengths, regexes = self._strings_by_rules(context)
         region = self.scalar_region(context, label, nonstring=lengths is not None or regexes is not None)
@@ -456,7 +489,7 @@ class _Builder:
             alternatives += self._regex_strings(context, label, *regexes)
         obj = self.object_start(context, label)
         if obj is not None:
-            alternatives.append(('"{"', obj))
+            alternatives.append((brace, obj))
         arr = self.array_start(context, label)
         if arr is not None:
             alternatives.append(('"["', arr))
@@ -1097,6 +1130,11 @@ class _Builder:
         k = product.distinct_set
         if k is not None and dict(requirements).get(k) in label:
             return self.unique_value(context, label, product.sets[k].pointer, product.most_items(k))
+        if k is not None and k in dict(requirements) and product.distinct_objects and self._open(context):
+            # An item that fails the items schema (the array may, under anyOf say) where it could meet it instead:
+            # its objects are lexed where a unique item's are, so they open with the same "{", and are kept
+            # distinct too (which may only refuse an array that fails uniqueItems anyway, never lead nowhere).
+            return self.value(context, label, self._item_brace())
         return self.value(context, label)
 
     # The grammar.
@@ -1135,8 +1173,9 @@ class _Builder:
                 used_terminals.update(s for s in alt if s[0].isupper())
         self.shadows = {n: names for n, names in self.shadows.items() if n in used_terminals}
         self.distinct &= used_terminals
+        self.item_braces &= used_terminals
         self.key_names = {t: name for t, name in self.key_names.items() if t in used_terminals}
-        self.brackets = ([literals[s] for s in ('"["', '"{"') if s in literals],
+        self.brackets = ([literals[s] for s in ('"["', '"{"') if s in literals] + sorted(self.item_braces),
                          [literals[s] for s in ('"]"', '"}"') if s in literals])
         used_terminals.update(*self.shadows.values())
         self.terminal_dfas = {n: d for n, d in self.terminal_dfas.items() if n in used_terminals}
@@ -1878,7 +1917,8 @@ class _ArrayProduct(_Product):
 
     def _prepare(self):
         self.distinct_set = None  # the set whose items the matcher keeps distinct (_distinct_values)
-        self.distinct_strings = None  # how many strings those items may be, where finitely many
+        self.distinct_strings = None  # how many strings those items may be, where they are finitely many strings
+        self.distinct_objects = False  # whether those items may be objects
         self.values = [self._distinct_values(k, a) for k, a in enumerate(self.sets)]
         self.count_cap = max((self.item_count(k) for k in range(len(self.sets))), default=0)
         at = where(self.builder.schemas.node(self.set_nodes[0]).pointer) if self.sets else ""
@@ -1928,13 +1968,16 @@ class _ArrayProduct(_Product):
         for node in positions:
             found = builder.finite_values(node)
             if found is None:
-                if self._strings_only(atom):
+                kinds = self._distinct_items(atom)
+                if kinds is not None:
                     self.distinct_set = k  # enforced by the matcher, see _Builder.unique_value
-                    self.distinct_strings = strings_in(builder.scalar(atom.items))
+                    strings, self.distinct_objects = kinds
+                    self.distinct_strings = None if self.distinct_objects else strings_in(strings)
                     return ()
                 schemas.refuse("uniqueItems", atom.pointer, "it is only enforced for items that take at most "
-                                f"{MAX_UNIQUE} scalar values (enum, const, boolean), or that are strings (of a "
-                                "schema without prefixItems or contains, combined with no other array schema)")
+                                f"{MAX_UNIQUE} scalar values (enum, const, boolean), or that are strings or objects "
+                                "(of a schema without prefixItems or contains, combined with no other array "
+                                "schema)")
                 return ()
             values.update(found)
         if len(values) > MAX_UNIQUE:
@@ -1943,15 +1986,21 @@ class _ArrayProduct(_Product):
             return ()
         return tuple(schemas.constant(v, atom.pointer) for v in values.values())
 
-    def _strings_only(self, atom: ArrayAtom) -> bool:
-        """Whether ``atom``'s items are all strings that the matcher can keep
-        distinct: no other array schema applies to the value, and the items
-        have one schema (no prefixItems) that allows strings only."""
+    def _distinct_items(self, atom: ArrayAtom):
+        """Where ``atom``'s items are all strings or objects that the matcher can
+        keep distinct (no other array schema applies to the value, and the items
+        have one schema, with no prefixItems, that allows no other kind of
+        value): (the language of their strings or None, whether they may be
+        objects); else None."""
         items, builder = atom.items, self.builder
         schemas = [i for i in self.set_nodes if i not in builder.caps]
         if len(schemas) != 1 or atom.prefix or atom.contains is not None or items in (TRUE, FALSE):
-            return False
+            return None
         language = builder.scalar(items)
-        if language is None or language is ANY or not dfa.is_empty(dfa.difference(language, _universe()[1])):
-            return False
-        return builder.scalars_only(items)
+        if language is ANY or language is not None and not dfa.is_empty(dfa.difference(language, _universe()[1])):
+            return None
+        context = frozenset({items})
+        if context in builder._product(context, "array").possible_labels(0):
+            return None
+        objects = context in builder._product(context, "object").possible_labels(0)
+        return (language, objects) if language is not None or objects else None

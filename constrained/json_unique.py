@@ -1,17 +1,21 @@
-"""Strings that must differ from the others of their array or object:
-uniqueItems over strings, the undeclared property names of an object whose
-members are counted (minProperties), and the names of free keys under
-property_order="any". They are lexemes of terminals the schema compiler
-marks distinct (json_schema_rules' ``unique_value``, ``key_terminal`` and
-``declared_key``), and the matcher keeps those of each array and object,
-decoded, so that no token may complete one equal to an earlier one there.
+"""Strings and objects that must differ from the others of their array or
+object: uniqueItems over strings and objects, the undeclared property names
+of an object whose members are counted (minProperties), and the names of
+free keys under property_order="any". The strings are lexemes of terminals
+the schema compiler marks distinct (json_schema_rules' ``unique_value``,
+``key_terminal`` and ``declared_key``); a unique item's object opens with a
+"{" terminal of its own (``item_braces``). The matcher keeps those of each
+array and object, decoded, so that no token may complete one equal to an
+earlier one there (objects are equal as JSON values: in any order, 1 as
+1.0, ``_value_key``).
 
 No grammar can do this (the strings are unbounded, or the names too many to
 track as a set), so the state of a matcher here is the grammar's (lexer
-state, parser stack) with two more parts: the bytes read of the distinct
-lexeme under way (None outside one) and the strings so far of each array and
-object open, innermost last ("[" and "{" lexemes open one, "]" and "}" close
-it).
+state, parser stack) with four more parts: the bytes read of the distinct
+lexeme under way (None outside one); the strings and objects so far of each
+array and object open, innermost last ("[" and "{" lexemes open one, "]" and
+"}" close it); per unique item's object open, the bytes read of it; and
+whether the text read ends inside a string (``_reading``).
 
 The mask is the grammar's, less the tokens that would complete a repeated
 string, or leave a key under way that can only become a free key's name the
@@ -23,6 +27,10 @@ string whole between two of their quotes are found by that string
 that begin or go on with part of one are found by their bytes: those that
 begin a key (``into``) are stepped through, and those that go on inside the
 key under way (``inside``, without a quote) are read on through the lexer.
+Only tokens with a "}" outside a string can complete an object: once an
+array or object open has a string or object (and an item's object may
+close), those the grammar allows are stepped through
+(``_QuotedTokens.closing_brace``).
 
 No dead end is left. Every unfinished lexeme of an undeclared name has
 infinitely many endings (checked when the schema compiles), and where a key
@@ -37,7 +45,9 @@ earlier item (``_next_bytes``), and those that begin a string at one of
 their quotes in such a state (``_Endings.beginning``: the vocabulary's
 quotes walked at once, by ``walks.token_walk``). The grammar holds no more
 items than there are strings (json_schema_rules' _ArrayProduct.most_items),
-so an item can always begin.
+so an item can always begin. A unique item's object can always take one
+more property, of a name no earlier item has (the compiler refuses other
+objects), so where its "}" is refused, the object can go on to differ.
 """
 
 import itertools
@@ -66,15 +76,18 @@ _ONE_SPELLING = (np.arange(256) < 0x7F) | ((np.arange(256) >= 0x80) & (np.arange
 
 class DistinctItemsGrammar(Grammar):
     """A JSON Schema grammar whose arrays and objects must not repeat a lexeme
-    of the ``distinct`` terminals (names); ``opening`` and ``closing`` name the
-    terminals of "[" and "{", and of "]" and "}"."""
+    of the ``distinct`` terminals (names), nor an object that opens with one of
+    the ``item_braces``; ``opening`` and ``closing`` name the terminals of "["
+    and "{" (those too), and of "]" and "}"."""
 
-    def __init__(self, grammar: Grammar, distinct: frozenset, opening: tuple, closing: tuple, key_names: dict):
+    def __init__(self, grammar: Grammar, distinct: frozenset, opening: tuple, closing: tuple, key_names: dict,
+                 item_braces: frozenset):
         super().__init__(grammar.lark, grammar.language, grammar.description, grammar._lark_lexes)
         index = {name: k for k, name in enumerate(self.language.names)}
         self.distinct = frozenset(index[name] for name in distinct)
         self.opening = frozenset(index[name] for name in opening if name in index)
         self.closing = frozenset(index[name] for name in closing if name in index)
+        self.item_braces = frozenset(index[name] for name in item_braces)  # "{" of objects that are unique items
         self.key_names = {index[name]: key for name, key in key_names.items()}  # free keys' terminals -> names
         self.spellings = {key: json.dumps(key).encode() for key in self.key_names.values()}
         dfas = self.language.lexer.dfas
@@ -86,38 +99,53 @@ class DistinctItemsGrammar(Grammar):
         return DistinctItemsMatcher(index, self)
 
     def start(self) -> tuple:
-        return (*self.language.start(), None, (frozenset(),))
+        return (*self.language.start(), None, (frozenset(),), (), OUTSIDE)
 
     def step(self, state: tuple, data: bytes):
         """The state after ``data`` (see the module's doc), or None where the
         grammar refuses it or it repeats an item."""
-        q, stack, under_way, seen = state
+        q, stack, under_way, seen, objects, reading = state
         emitted: list = []
         after = self.language.step(q, stack, data, emitted)
         if after is None:
             return None
         start, before = 0, under_way or b""
+        begun = {}  # the unique items' objects begun in ``data`` (by frame): where their "{" is
         for term, end in emitted:
             if term in self.opening:
                 seen = (*seen, frozenset())
+                if term in self.item_braces:
+                    objects = (*objects, (len(seen) - 1, b""))
+                    begun[len(seen) - 1] = start
             elif term in self.closing:
                 seen = seen[:-1]
+                if objects and objects[-1][0] == len(seen):  # a unique item's object ends
+                    frame, text = objects[-1]
+                    objects = objects[:-1]
+                    item = _value_key(json.loads(text + data[begun.get(frame, 0):end]))
+                    if item in seen[-1]:
+                        return None
+                    seen = (*seen[:-1], seen[-1] | {item})
             elif term in self.distinct:
                 item = json.loads(before + data[start:end])
                 if item in seen[-1]:
                     return None
                 seen = (*seen[:-1], seen[-1] | {item})
             start, before = end, b""
+        if objects:
+            objects = tuple((frame, text + data[begun.get(frame, 0):]) for frame, text in objects)
+        if self.item_braces:
+            reading = _reading(data, reading)
         q, stack = after
         read = before + data[start:]
         if not read:
-            return q, stack, None, seen
+            return q, stack, None, seen, objects, reading
         distinct, names, bounded = self._names_alive(q, self.language.context(stack))
         if not distinct:
-            return q, stack, None, seen
+            return q, stack, None, seen, objects, reading
         if _only_used(names, seen) or bounded and self.runs_out(q, bounded, read, seen[-1]):
             return None  # only names the object has, or items the array has: a dead end
-        return q, stack, read, seen
+        return q, stack, read, seen, objects, reading
 
     def runs_out(self, q: int, bounded: tuple, read: bytes, used: frozenset) -> bool:
         """Whether the string under way (``read`` so far, from its opening
@@ -136,7 +164,7 @@ class DistinctItemsGrammar(Grammar):
         """Whether ``data``, read on inside the key under way in ``state``,
         leaves it where it can only become a name the object has. (False where
         the lexeme does not take all of ``data``: the grammar's mask decides.)"""
-        q, stack, _, seen = state
+        q, stack, _, seen, _, _ = state
         ctx, trans = self.language.context(stack), self.language.lexer.trans
         for byte in data:
             q = trans[q, byte]
@@ -179,6 +207,8 @@ class DistinctItemsMatcher(GrammarMatcher):
         if self._quoted is None:
             self._quoted = _TOKENS[self.vocab] = _QuotedTokens(self.vocab)
         self._suspects = (None, None)  # (strings seen, _standing_suspects' answer)
+        if grammar.item_braces:
+            self._quoted.closing_brace(OUTSIDE)  # (made now, before the first mask)
 
     def _step(self, state: tuple, token: int):
         data = self.vocab.tokens[token]
@@ -189,15 +219,17 @@ class DistinctItemsMatcher(GrammarMatcher):
         state = self._states[-1]
         if state is None:
             return words
-        _, _, under_way, seen = state
+        _, _, under_way, seen, _, reading = state
         repeating, suspects, decoded = [], [self._standing_suspects(seen)], None
+        if self.grammar.item_braces and any(seen):  # a token may finish an object that repeats an earlier item
+            suspects.append(self._quoted.closing_brace(reading))
         if under_way is not None:
             held = _allowed(words, self._quoted.with_quotes(3))
             if seen[-1] or len(held):
                 done, tail = decoded = _decoded(under_way)
                 ends, ended = self._quoted.closing(tail)
                 for item in seen[-1]:  # tokens whose first quote ends the string under way as an earlier one
-                    if item.startswith(done):
+                    if isinstance(item, str) and item.startswith(done):
                         repeating += ends.get(item[len(done):], ())
                 # (and those that hold it again whole, further on: stepped)
                 suspects.append(np.array([t for t in held.tolist()
@@ -224,7 +256,7 @@ class DistinctItemsMatcher(GrammarMatcher):
         that begin one at one of their quotes, and those that go on inside the
         one under way (``decoded``: _decoded's answer for it, where the
         innermost array has items)."""
-        q, stack, under_way, seen = state
+        q, stack, under_way, seen, _, _ = state
         bounded = self.grammar.bounded
         found = [e.beginning(self.index, k, self._quoted, most) for k, e in bounded.items()]
         if under_way is not None and seen[-1] and (first := _next_bytes(*decoded, seen[-1])) is not None:
@@ -333,7 +365,7 @@ class _Endings:
 
 
 class _QuotedTokens:
-    """A vocabulary's tokens by the quotes they hold."""
+    """A vocabulary's tokens by the quotes they hold (and those that hold a "}")."""
 
     def __init__(self, vocab):
         self.vocab = vocab
@@ -348,6 +380,20 @@ class _QuotedTokens:
         self._into: dict = {}
         self._inside: dict = {}
         self._quote_offsets = None
+        self._closing_brace = None
+
+    def closing_brace(self, reading: int) -> np.ndarray:
+        """The tokens with a "}" outside a string, read from ``reading``: outside
+        a string (OUTSIDE), inside one (INSIDE) or after a backslash there
+        (ESCAPED). Only those can finish an object."""
+        if self._closing_brace is None:
+            lengths = np.fromiter(map(len, self.tokens), dtype=np.int64, count=len(self.tokens))
+            owner = np.repeat(np.arange(len(lengths)), lengths)
+            braced = np.unique(owner[np.frombuffer(b"".join(self.tokens), dtype=np.uint8) == 0x7D]).tolist()
+            self._closing_brace = [
+                np.array([t for t in braced if _reading(self.tokens[t], start, stop=0x7D) is None], dtype=np.int64)
+                for start in (OUTSIDE, INSIDE, ESCAPED)]
+        return self._closing_brace[reading]
 
     def quote_offsets(self) -> list:
         """Per n, (the tokens with over n quotes, where their quote after the
@@ -496,10 +542,43 @@ def _next_bytes(done: str, tail: bytes, used: frozenset):
         return True
     first = np.zeros(256, dtype=bool)
     for string in used:
-        if string.startswith(done):
+        if isinstance(string, str) and string.startswith(done):
             rest = string[len(done):]
             first[[rest.encode()[0], 0x5C] if rest else 0x22] = True  # (its raw first byte, or an escape's)
     return first if first.any() else None
+
+
+OUTSIDE, INSIDE, ESCAPED = range(3)  # where JSON text is read: outside a string, inside, after a backslash inside
+
+
+def _reading(text: bytes, reading: int = OUTSIDE, stop: int | None = None):
+    """Where JSON ``text``, read from ``reading``, leaves its reader (OUTSIDE,
+    INSIDE or ESCAPED); or None where it has the byte ``stop`` outside a string."""
+    if reading == OUTSIDE and b'"' not in text:
+        return None if stop is not None and stop in text else OUTSIDE
+    for byte in text:
+        if reading == ESCAPED:
+            reading = INSIDE
+        elif byte == 0x22:
+            reading = OUTSIDE if reading == INSIDE else INSIDE
+        elif reading == INSIDE:
+            if byte == 0x5C:
+                reading = ESCAPED
+        elif byte == stop:
+            return None
+    return reading
+
+
+def _value_key(value):
+    """A key equal for equal JSON values (1 and 1.0, objects whatever their
+    order), hashable; a string's is the string itself."""
+    if isinstance(value, dict):
+        return "object", frozenset((name, _value_key(v)) for name, v in value.items())
+    if isinstance(value, list):
+        return "array", tuple(map(_value_key, value))
+    if isinstance(value, bool):  # (not equal to 1 and 0)
+        return "boolean", value
+    return value
 
 
 def _allowed(words: np.ndarray, ids: np.ndarray) -> np.ndarray:

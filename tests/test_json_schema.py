@@ -109,6 +109,11 @@ CASES = [
      [[], ["a", "b", 1], [1.5, 1]], [["a", "a"], [1, 1.0], ["c"]]),
     ("uniqueItems of strings", {"type": "array", "items": {"type": "string"}, "uniqueItems": True, "minItems": 1},
      [["a"], ["a", "b", "A"], ["é", "e"], ["", " ", "\""]], [[], ["a", "a"], ["a", "b", "a"], ["é", "é"], ["", ""], [1]]),
+    ("uniqueItems of objects", {"type": "array", "items": {"type": ["object", "string"]}, "uniqueItems": True},
+     [[{"a": 1}, {"a": 2}], [{}, "x", {"x": "y"}], [{"a": 1, "b": 2}, {"a": 1}], [{"a": [1]}, {"a": [1.5]}],
+      [{"a": True}, {"a": 1}], [{"a": {"b": []}}, {"a": {"b": {}}}]],
+     [[{"a": 1}, {"a": 1}], [{"a": 1, "b": 2}, {"b": 2, "a": 1}], [{"a": 1}, {"a": 1.0}], [{}, {}], ["x", {}, "x"],
+      [{"a": {"b": [1, "x"]}}, {"a": {"b": [1.0, "x"]}}], [1]]),
     ("minProperties over undeclared names", {"type": "object", "additionalProperties": {"type": "string"},
                                              "minProperties": 2},
      [{"a": "x", "b": "y"}, {"": "", " ": "", "é": "e", "e\u0301": "é"}], [{}, {"a": "x"}, {"a": "x", "b": 1}]),
@@ -1006,7 +1011,11 @@ def test_pydantic_model():
     ({"properties": {"a": {"$ref": "https://example.com/s.json"}}}, "remote"),
     ({"properties": {"a/b": {"anyOf": [{"properties": {f"p{k}": {}}} for k in range(13)], "unevaluatedProperties": False}}},
      "'unevaluatedProperties' at /properties/a~1b"),
-    ({"type": "array", "items": {"type": "object"}, "uniqueItems": True}, "'uniqueItems' at the schema root"),
+    ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "'uniqueItems' at the schema root"),
+    ({"type": "array", "items": {"type": "object", "additionalProperties": False}, "uniqueItems": True},
+     "'uniqueItems' at the schema root: its items may be objects that cannot always take one more property"),
+    ({"type": "array", "items": {"type": "object", "maxProperties": 3}, "uniqueItems": True},
+     "'uniqueItems' at the schema root: its items may be objects"),
     ({"allOf": [{"if": {"properties": {f"p{k}": {"const": 1}}}, "then": {"required": [f"q{k}"]}} for k in range(13)]},
      "the schema is too complex to compile: 13 object schemas combine at /allOf/0/if through schemas they share"),
     ({"anyOf": [{"properties": {"a": {"required": [f"p{k}"]}}} for k in range(13)]},  # 2**13 ways for "a"'s value
@@ -1210,6 +1219,28 @@ def test_long_unique_strings_are_one_automaton():
         json_schema({"type": "array", "items": {"type": "string", "maxLength": 5000}, "uniqueItems": True})
 
 
+def test_the_mask_keeps_an_array_from_repeating_an_object_item(tokenizers):
+    """An object item that may always take another property: its "}" is
+    refused where it would close a repeat, wherever it is in a token, and
+    the object goes on."""
+    tok = tokenizers("llama3")
+    vocab = constrained.vocabulary(tok)
+    token = {t: vocab.tokens.index(t) for t in [b'"}', b'"},', b'"}\n', b'",', b'"', b'}', b'{}', b'{"', b'{},\n']}
+    grammar = compiled({"type": "array", "items": {"type": "object"}, "uniqueItems": True})
+    matcher = grammar.matcher(tok)
+    for t in encode_exact(tok, '[{"a": "x"}, {"a": "x'):
+        matcher.advance(t)
+    assert not any(matcher.is_allowed(token[t]) for t in [b'"}', b'"},', b'"}\n'])
+    assert matcher.is_allowed(token[b'",']) and matcher.is_allowed(token[b'"'])
+    matcher.advance(token[b'}'])  # (inside the string: a "}" that closes nothing)
+    assert matcher.is_allowed(token[b'"}'])
+    matcher = grammar.matcher(tok)
+    for t in encode_exact(tok, '[{}, '):
+        matcher.advance(t)
+    assert not matcher.is_allowed(token[b'{}']) and matcher.is_allowed(token[b'{"'])
+    assert not grammar.matcher(tok).accepts(encode_exact(tok, '[{}, ') + [token[b'{},\n']])
+
+
 def test_a_token_may_finish_a_unique_string_and_begin_it_again(tokenizers):
     """'","+' after '["+' finishes "+" and begins a string that can only be
     "+" again (maxLength 1): a dead end, with no item before it."""
@@ -1221,8 +1252,25 @@ def test_a_token_may_finish_a_unique_string_and_begin_it_again(tokenizers):
     assert not matcher.is_allowed(vocab.tokens.index(b'","+')) and matcher.is_allowed(vocab.tokens.index(b'","'))
 
 
+def test_unique_objects_that_may_fail_the_items_schema_are_kept_distinct_too():
+    """Under anyOf, a uniqueItems array may hold items that fail its items
+    schema (the other branch holds): their objects open where a unique item's
+    may, so they are kept distinct as well, as are those that meet it. That
+    refuses some valid values, never accepts an invalid one."""
+    items = {"type": "object", "properties": {"p": {"type": "string"}}}
+    schema = {"anyOf": [{"properties": {"r": {"type": "array", "items": items, "uniqueItems": True}}},
+                        {"required": ["x"]}]}
+    grammar = compiled(schema)
+    assert accepts(grammar, {"r": [{"p": "a"}, {"p": "b"}]}) and accepts(grammar, {"r": [{"p": 1}, {"p": 2}], "x": 0})
+    assert not accepts(grammar, {"r": [{"p": "a"}, {"p": "a"}]}) and not accepts(grammar, {"r": [{"p": 1}]})
+    assert accepts(grammar, {"r": [{"p": 1}, {"p": 1}], "x": 0})  # (once an item fails, the rest are not kept)
+    valid = {"r": [{"p": "a"}, {"p": "a"}], "x": 0}
+    assert jsonschema.Draft202012Validator(schema).is_valid(valid) and not accepts(grammar, valid)
+
+
 def test_lenient_skips_and_reports():
-    schema = {"type": "array", "items": {"type": "object"}, "uniqueItems": True, "maxItems": 2}
+    schema = {"type": "array", "items": {"type": "object", "properties": {"a": {}}, "additionalProperties": False},
+              "uniqueItems": True, "maxItems": 2}
     grammar = json_schema(schema, lenient=True)
     assert any("uniqueItems" in s and "the schema root" in s for s in grammar.skipped)
     assert accepts(grammar, [{}, {"a": 1}])
@@ -1266,7 +1314,8 @@ JSON_VALUES = st.recursive(
 
 SOUNDNESS_SCHEMAS = [c[1] for c in CASES if c[0] in (
     "oneOf objects", "oneOf overlapping objects", "not object", "if/then/else", "allOf", "dependentSchemas",
-    "contains", "uniqueItems", "uniqueItems of strings", "minProperties over undeclared names", "enum",
+    "contains", "uniqueItems", "uniqueItems of strings", "uniqueItems of objects", "minProperties over undeclared names",
+    "enum",
     "patternProperties", "unevaluatedProperties with anyOf",
     "unevaluatedProperties with if/then/else", "unevaluatedProperties with dependentSchemas",
     "unevaluatedItems with prefixItems and contains", "unevaluatedItems with oneOf")]
