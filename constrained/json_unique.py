@@ -14,8 +14,9 @@ track as a set), so the state of a matcher here is the grammar's (lexer
 state, parser stack) with four more parts: the bytes read of the distinct
 lexeme under way (None outside one); the strings and objects so far of each
 array and object open, innermost last ("[" and "{" lexemes open one, "]" and
-"}" close it); per unique item's object open, the bytes read of it; and
-whether the text read ends inside a string (``_reading``).
+"}" close it); per unique item's object open, the bytes read of it (a chain
+of each step's, ``_joined``); and whether the text read ends inside a string
+(``_reading``).
 
 The mask is the grammar's, less the tokens that would complete a repeated
 string, or leave a key under way that can only become a free key's name the
@@ -115,14 +116,14 @@ class DistinctItemsGrammar(Grammar):
             if term in self.opening:
                 seen = (*seen, frozenset())
                 if term in self.item_braces:
-                    objects = (*objects, (len(seen) - 1, b""))
+                    objects = (*objects, (len(seen) - 1, None))
                     begun[len(seen) - 1] = start
             elif term in self.closing:
                 seen = seen[:-1]
                 if objects and objects[-1][0] == len(seen):  # a unique item's object ends
-                    frame, text = objects[-1]
+                    frame, pieces = objects[-1]
                     objects = objects[:-1]
-                    item = _value_key(json.loads(text + data[begun.get(frame, 0):end]))
+                    item = _value_key(json.loads(_joined((pieces, data[begun.get(frame, 0):end]))))
                     if item in seen[-1]:
                         return None
                     seen = (*seen[:-1], seen[-1] | {item})
@@ -133,7 +134,7 @@ class DistinctItemsGrammar(Grammar):
                 seen = (*seen[:-1], seen[-1] | {item})
             start, before = end, b""
         if objects:
-            objects = tuple((frame, text + data[begun.get(frame, 0):]) for frame, text in objects)
+            objects = tuple((frame, (pieces, data[begun.get(frame, 0):])) for frame, pieces in objects)
         if self.item_braces:
             reading = _reading(data, reading)
         q, stack = after
@@ -567,6 +568,16 @@ def _reading(text: bytes, reading: int = OUTSIDE, stop: int | None = None):
         elif byte == stop:
             return None
     return reading
+
+
+def _joined(pieces) -> bytes:
+    """The bytes of ``pieces``: (earlier pieces or None, the last bytes), so
+    that a step adds its bytes to an object under way without copying them."""
+    found = []
+    while pieces is not None:
+        pieces, last = pieces
+        found.append(last)
+    return b"".join(reversed(found))
 
 
 def _value_key(value):
