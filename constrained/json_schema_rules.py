@@ -401,7 +401,7 @@ class _Builder:
         matcher.) An object opens with a "{" terminal of its own
         (``item_braces``), and it must always be able to take another
         property, so that a repeat can always be avoided before its "}" (an
-        ``open`` object that no maxProperties counts). A cap on strings leaves
+        ``open`` object that no maxProperties or minProperties counts). A cap on strings leaves
         them (``uncapped``): it would only make them fewer."""
         cap = self._cap(context)
         strings, arrays = self.caps
@@ -422,8 +422,9 @@ class _Builder:
                 if not self._open(context):
                     self.schemas.refuse("uniqueItems", pointer, "its items may be objects that cannot always take "
                                         "one more property of any name and value (additionalProperties is false or "
-                                        "a schema, or propertyNames, maxProperties or strict_properties limit "
-                                        "them), so that a repeat could not always be avoided")
+                                        "a schema, propertyNames or strict_properties limit them, or maxProperties "
+                                        "or minProperties count them), so that a repeat could not always be "
+                                        "avoided")
                     return self._value(context, label)  # (lenient: uniqueItems skipped)
                 alternatives.append((self._item_brace(), obj))
             if region is not None:
@@ -438,10 +439,12 @@ class _Builder:
 
     def _open(self, context) -> bool:
         """Whether an object of ``context`` can always take another property
-        (_ObjectProduct.open, with no maxProperties counting them)."""
+        and keep its label (_ObjectProduct.open), with no maxProperties or
+        minProperties counting them: one more member could pass a count that
+        a schema the label needs to fail makes (under not, oneOf, if)."""
         product = self._product(context, "object")
         product.prepare()
-        return product.open and not product.counting
+        return product.open and not product.counting and not any(atom.min_properties for atom in product.sets)
 
     def _item_brace(self) -> str:
         """The "{" of an object that is a unique item: a terminal of its own, so

@@ -1016,6 +1016,11 @@ def test_pydantic_model():
      "'uniqueItems' at the schema root: its items may be objects that cannot always take one more property"),
     ({"type": "array", "items": {"type": "object", "maxProperties": 3}, "uniqueItems": True},
      "'uniqueItems' at the schema root: its items may be objects"),
+    # One more property would make these invalid: after '[{},{', "}" closes a repeat, and "," leads nowhere.
+    ({"type": "array", "items": {"type": "object", "not": {"minProperties": 1}}, "uniqueItems": True},
+     "'uniqueItems' at the schema root: its items may be objects"),
+    ({"type": "array", "items": {"oneOf": [{"type": "object"}, {"type": "object", "minProperties": 2}]},
+      "uniqueItems": True}, "'uniqueItems' at the schema root: its items may be objects"),
     ({"allOf": [{"if": {"properties": {f"p{k}": {"const": 1}}}, "then": {"required": [f"q{k}"]}} for k in range(13)]},
      "the schema is too complex to compile: 13 object schemas combine at /allOf/0/if through schemas they share"),
     ({"anyOf": [{"properties": {"a": {"required": [f"p{k}"]}}} for k in range(13)]},  # 2**13 ways for "a"'s value

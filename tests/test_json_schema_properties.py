@@ -247,7 +247,8 @@ def arrays(draw, children):
     if isinstance(items, dict) and ("enum" in items and all(isinstance(v, str) for v in items["enum"])
                                     or items.keys() <= {"type", "minLength", "maxLength"}
                                     and items.get("type") == "string"
-                                    or items.get("type") == "object" and "additionalProperties" not in items):
+                                    or items.get("type") == "object"
+                                    and not items.keys() & {"additionalProperties", "minProperties"}):
         schema["uniqueItems"] = True
         return schema, st.lists(values, min_size=low, max_size=high, unique_by=json_equality).filter(
             lambda v: len(v) >= low)
@@ -509,7 +510,8 @@ UNIQUE_OBJECTS = [
     {"type": "object"},
     {"type": ["object", "string"], "maxLength": 1},
     {"type": "object", "properties": {"a": {"enum": [1, 2]}, "b": {"type": "boolean"}}},
-    {"type": "object", "properties": {"a": {"type": "boolean"}}, "required": ["a"], "minProperties": 2},
+    {"type": "object", "properties": {"a": {"type": "boolean"}}, "required": ["a"],
+     "patternProperties": {"^x": {"type": "integer"}}},
     {"type": "object", "properties": {"n": {"type": "array", "items": {"type": "object", "maxProperties": 1}},
                                       "u": {"type": "array", "items": {"type": "object"}, "uniqueItems": True,
                                             "minItems": 2}}},
