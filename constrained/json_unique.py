@@ -54,6 +54,7 @@ objects), so where its "}" is refused, the object can go on to differ.
 import itertools
 import json
 import weakref
+from decimal import Decimal
 
 import numpy as np
 
@@ -123,7 +124,9 @@ class DistinctItemsGrammar(Grammar):
                 if objects and objects[-1][0] == len(seen):  # a unique item's object ends
                     frame, pieces = objects[-1]
                     objects = objects[:-1]
-                    item = _value_key(json.loads(_joined((pieces, data[begun.get(frame, 0):end]))))
+                    # (begun: the object began in this step, at that offset; else in an earlier one)
+                    text = _joined((pieces, data[begun.get(frame, 0):end]))
+                    item = _value_key(json.loads(text, parse_int=Decimal, parse_float=Decimal))
                     if item in seen[-1]:
                         return None
                     seen = (*seen[:-1], seen[-1] | {item})
@@ -199,7 +202,8 @@ class DistinctItemsMatcher(GrammarMatcher):
     """GrammarMatcher over the states of DistinctItemsGrammar.step."""
 
     refused = ("by the grammar, or repeats a string that must be unique (an item of a uniqueItems array, an "
-               "undeclared property name where members are counted, or a declared one with property_order='any')")
+               "undeclared property name where members are counted, or a declared one with property_order='any'), "
+               "or an object that is an earlier item of its uniqueItems array")
 
     def __init__(self, index, grammar: DistinctItemsGrammar):
         super().__init__(index, grammar.start())
@@ -222,7 +226,9 @@ class DistinctItemsMatcher(GrammarMatcher):
             return words
         _, _, under_way, seen, _, reading = state
         repeating, suspects, decoded = [], [self._standing_suspects(seen)], None
-        if self.grammar.item_braces and any(seen):  # a token may finish an object that repeats an earlier item
+        # A token may finish an object that repeats an earlier item: where some array or object open has items or
+        # names (its own, where an item's object is under way; or where one may begin in the token).
+        if self.grammar.item_braces and any(seen):
             suspects.append(self._quoted.closing_brace(reading))
         if under_way is not None:
             held = _allowed(words, self._quoted.with_quotes(3))
@@ -582,7 +588,10 @@ def _joined(pieces) -> bytes:
 
 def _value_key(value):
     """A key equal for equal JSON values (1 and 1.0, objects whatever their
-    order), hashable; a string's is the string itself."""
+    order), hashable; a string's is the string itself. (Numbers read as
+    Decimal compare as numbers, however long: 1e23 is 100000000000000000000000,
+    1e400 is not 2e400. An object that repeats a name is read as Python's
+    json reads it: the last value counts.)"""
     if isinstance(value, dict):
         return "object", frozenset((name, _value_key(v)) for name, v in value.items())
     if isinstance(value, list):

@@ -1246,6 +1246,17 @@ def test_the_mask_keeps_an_array_from_repeating_an_object_item(tokenizers):
     assert not grammar.matcher(tok).accepts(encode_exact(tok, '[{}, ') + [token[b'{},\n']])
 
 
+def test_unique_objects_compare_their_numbers_as_numbers():
+    """Equal as numbers, however spelled or long (Python's json would stop at
+    4,300 digits, or read 1e400 and 2e400 as one infinity)."""
+    grammar = compiled({"type": "array", "items": {"type": "object"}, "uniqueItems": True})
+    assert not grammar.matches('[{"a": 100000000000000000000000}, {"a": 1e23}]')
+    assert not grammar.matches('[{"a": 0.5}, {"a": 5e-1}]') and grammar.matches('[{"a": 1e400}, {"a": 2e400}]')
+    long = "7" * 5000
+    assert grammar.matches(f'[{{"a": {long}}}, {{"a": {long}0}}]')
+    assert not grammar.matches(f'[{{"a": {long}}}, {{"a": {long}.0}}]')
+
+
 def test_a_token_may_finish_a_unique_string_and_begin_it_again(tokenizers):
     """'","+' after '["+' finishes "+" and begins a string that can only be
     "+" again (maxLength 1): a dead end, with no item before it."""
