@@ -415,24 +415,22 @@ class _Builder:
             context, label = context | {cap}, label | {cap}
 
         def build():
-            alternatives = []
             region = self.scalar_region(context, label)
             obj = self.object_start(context, label)
-            if obj is not None:
-                if not self._open(context):
-                    self.schemas.refuse("uniqueItems", pointer, "its items may be objects that cannot always take "
-                                        "one more property of any name and value (additionalProperties is false or "
-                                        "a schema, propertyNames or strict_properties limit them, or maxProperties "
-                                        "or minProperties count them), so that a repeat could not always be "
-                                        "avoided")
-                    return self._value(context, label)  # (lenient: uniqueItems skipped)
-                alternatives.append((self._item_brace(), obj))
+            why = None
+            if obj is not None and not self._open(context):
+                why = ("its items may be objects that cannot always take one more property of any name and value "
+                       "(additionalProperties is false or a schema, propertyNames or strict_properties limit them, "
+                       "or maxProperties or minProperties count them), so that a repeat could not always be avoided")
+            elif (obj is None and region is not None and not dfa.endless(region)
+                  and (count := strings_in(region)) is not None and (most is None or most > count)):
+                why = (f"its items may be {count} strings, fewer than the "
+                       f"{'unbounded number' if most is None else most} of items the array may hold")
+            if why is not None:
+                self.schemas.refuse("uniqueItems", pointer, why)
+                return self._value(context, label)  # (lenient: uniqueItems skipped)
+            alternatives = [(self._item_brace(), obj)] if obj is not None else []
             if region is not None:
-                if (obj is None and not dfa.endless(region) and (count := strings_in(region)) is not None
-                        and (most is None or most > count)):
-                    self.schemas.refuse("uniqueItems", pointer, f"its items may be {count} strings, fewer than the "
-                                        f"{'unbounded number' if most is None else most} of items the array may hold")
-                    return self._value(context, label)  # (lenient: uniqueItems skipped)
                 alternatives.append((self.terminal(region, "DISTINCT", distinct=True),))  # (one DFA, however long)
             return alternatives
         return self._rule(("unique", context, label), "value", build)

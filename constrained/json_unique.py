@@ -394,9 +394,7 @@ class _QuotedTokens:
         a string (OUTSIDE), inside one (INSIDE) or after a backslash there
         (ESCAPED). Only those can finish an object."""
         if self._closing_brace is None:
-            lengths = np.fromiter(map(len, self.tokens), dtype=np.int64, count=len(self.tokens))
-            owner = np.repeat(np.arange(len(lengths)), lengths)
-            braced = np.unique(owner[np.frombuffer(b"".join(self.tokens), dtype=np.uint8) == 0x7D]).tolist()
+            braced = [t for t, token in enumerate(self.tokens) if b"}" in token]
             self._closing_brace = [
                 np.array([t for t in braced if _reading(self.tokens[t], start, stop=0x7D) is None], dtype=np.int64)
                 for start in (OUTSIDE, INSIDE, ESCAPED)]
