@@ -16,7 +16,8 @@ it: the translation is padded with "any characters" on both sides, and the
 anchors ``^`` and ``$`` read marks at the ends of the string (see
 search_pattern). Lookaheads right after a leading ``^`` (``^(?!_)[a-z_]+$``) are
 taken apart (leading_lookaheads), their automata intersected or subtracted by
-the caller. Constructs an automaton cannot enforce (other lookarounds,
+the caller, and so are negative ones before each character of a whole
+anchored string (``^((?!--).)*$``, tempered_token). Constructs an automaton cannot enforce (other lookarounds,
 backreferences, word boundaries) are refused with an error naming them, never
 approximated.
 """
@@ -140,6 +141,37 @@ def leading_lookaheads(pattern: str) -> tuple[str, list[tuple[bool, str]]]:
     return rest, looks
 
 
+def tempered_token(pattern: str) -> tuple[str, list[str]] | None:
+    """For a pattern that is one repeated group of negative lookaheads and a
+    single character, ``^((?!R)(?!S).)*$`` (the "tempered token": no R or S
+    anywhere; ``+`` for at least one character): (the pattern without the
+    lookaheads, ``^(?:.)*$``; their bodies, R and S). It matches a string
+    of those characters where no body matches from any character's position,
+    all of them being read by the group. Else None."""
+    if not isinstance(pattern, str) or not pattern.startswith("^(") or pattern[-3:] not in (")*$", ")+$"):
+        return None
+    translator, bodies = _Translator(pattern), []
+    translator.pos = 4 if pattern.startswith("^(?:") else 2
+    while translator.peek(3) == "(?!":
+        translator.pos += 3
+        begin = translator.pos
+        try:
+            translator.group_body()
+        except ConstrainedError:  # the caller reads the pattern again, and reports this
+            return None
+        bodies.append(pattern[begin : translator.pos - 1])
+    begin = translator.pos
+    if not bodies or translator.peek() in "()|^$":
+        return None
+    try:
+        translator.atom()
+    except ConstrainedError:
+        return None
+    if translator.pos != len(pattern) - 3:
+        return None
+    return f"^(?:{pattern[begin:translator.pos]}){pattern[-2:]}", bodies
+
+
 class _Translator:
     """A recursive-descent reader of ECMA-262 pattern syntax (with Annex B's
     literal ``{``, ``}`` and ``]``) that writes the Python equivalent. The
@@ -249,7 +281,9 @@ class _Translator:
                 self.pos += 1
             elif kind[:1] in "=!":
                 raise self.error("uses a lookahead that an automaton cannot enforce exactly: only lookaheads "
-                                 "that open the pattern, right after '^' and with no '|' outside parentheses, are")
+                                 "that open the pattern, right after '^' and with no '|' outside parentheses, and "
+                                 "negative ones before each character of a whole anchored string, as in "
+                                 "'^((?!--).)*$', are")
             elif kind in ("<=", "<!"):
                 raise self.refuse("a lookbehind")
             elif kind[:1] == "<":

@@ -46,7 +46,7 @@ from .dfa import (
     minimize,
     utf8_encoding,
 )
-from .ecma_regex import ANCHOR_BYTES, ANY, END, START, leading_lookaheads, search_pattern
+from .ecma_regex import ANCHOR_BYTES, ANY, END, START, leading_lookaheads, search_pattern, tempered_token
 from .errors import ConstrainedError
 
 _SHORT_ESCAPES = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
@@ -196,7 +196,11 @@ def _with_anchors(encoding):
 def _pattern_content(pattern: str, encoding) -> DFA:
     """The encoded text of the strings in which ``pattern`` (ECMA-262) matches,
     its leading lookaheads (ecma_regex.leading_lookaheads) as intersections
-    and differences."""
+    and differences, and a tempered token's (ecma_regex.tempered_token) as
+    differences."""
+    tempered = tempered_token(pattern)
+    if tempered is not None:
+        return _tempered_content(*tempered, encoding, pattern)
     rest, lookaheads = leading_lookaheads(pattern)
     if not lookaheads:
         return _search_content(pattern, encoding, pattern)
@@ -206,6 +210,23 @@ def _pattern_content(pattern: str, encoding) -> DFA:
             found = (intersect if positive else difference)(found, _search_content(look, encoding, pattern))
     except ConstrainedError as e:
         raise ConstrainedError(f"{e} (in pattern {pattern!r}, whose leading lookaheads are read apart)") from None
+    return found
+
+
+def _tempered_content(rest: str, bodies: list, encoding, pattern: str) -> DFA:
+    """``^((?!R).)*$``: the strings of ``rest`` (``^(?:.)*$``) in which no body
+    R matches from a character's position: those in which R matches somewhere
+    are taken away, R never matching the empty string (else it would match at
+    the end too, where the pattern does not look)."""
+    try:
+        found = _search_content(rest, encoding, pattern)
+        for body in bodies:
+            if _search_content(f"^(?:{body})$", encoding, pattern).accepting[0]:
+                raise ConstrainedError(f"pattern {pattern!r} has a lookahead (?!{body}) that may match the empty "
+                                       "string, which is not supported: only lookaheads that read a character are")
+            found = difference(found, _search_content(body, encoding, pattern))
+    except ConstrainedError as e:
+        raise ConstrainedError(f"{e} (in pattern {pattern!r}, whose lookaheads are read apart)") from None
     return found
 
 

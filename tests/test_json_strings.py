@@ -186,6 +186,46 @@ def test_leading_lookaheads_on_chosen_strings():
             assert not dfa.matches(json.dumps(text).encode()), (pattern, text)
 
 
+def _tempered(bodies, atom, repeat):
+    """The ECMA-262 tempered token and its Python twin."""
+    return tuple("^(?:" + "".join(f"(?!{body[i]})" for body in bodies) + f"{atom[i]}){repeat}" + end
+                 for i, end in ((0, "$"), (1, "\\Z")))
+
+
+tempered_tokens = st.builds(_tempered, st.lists(ecma_bodies, min_size=1, max_size=2), st.sampled_from(ATOMS),
+                            st.sampled_from("*+"))
+
+
+@settings(max_examples=60)
+@given(data=st.data(), pair=tempered_tokens, texts=st.lists(tricky_text, min_size=4, max_size=8))
+def test_tempered_tokens_with_ecma_semantics(data, pair, texts):
+    """Negative lookaheads before each character of a whole anchored string
+    (``^((?!--).)*$``) hold at every character's position: the strings where a
+    body matches somewhere are subtracted; bodies that may match the empty
+    string are refused."""
+    try:
+        check_pattern(data, *pair, texts)
+    except ConstrainedError as e:
+        assume("may match the empty string" not in str(e))
+        raise
+
+
+def test_tempered_tokens_on_chosen_strings():
+    cases = [
+        ("^((?!mode)(?!Mode).)*$", ["", "mod", "MODE", "mo de"], ["mode", "a Mode b", "a\nb"]),
+        ("^(?:(?!--)[a-z-])+$", ["a-b", "-a-"], ["", "a--b", "--", "A"]),
+        ("^((?!ab$)[a-c])*$", ["ba", "abc", "ab" + "c"], ["ab", "cab"]),
+    ]
+    for pattern, accepted, rejected in cases:
+        dfa = string(pattern=pattern)
+        for text in accepted:
+            assert dfa.matches(json.dumps(text).encode()), (pattern, text)
+        for text in rejected:
+            assert not dfa.matches(json.dumps(text).encode()), (pattern, text)
+    with pytest.raises(ConstrainedError, match="may match the empty string"):
+        string(pattern="^((?!$).)*$")
+
+
 def test_pattern_with_lengths():
     assert string(min_length=2.0, max_length=3.0, escapes="any").matches(b'"ab"')  # integer-valued floats are integers
     dfa = string(min_length=2, max_length=5, pattern="^[a-z]+\\d?$", escapes="any")
