@@ -17,9 +17,10 @@ anchors ``^`` and ``$`` read marks at the ends of the string (see
 search_pattern). Lookaheads right after a leading ``^`` (``^(?!_)[a-z_]+$``) are
 taken apart (leading_lookaheads), their automata intersected or subtracted by
 the caller, and so are negative ones before each character of a whole
-anchored string (``^((?!--).)*$``, tempered_token). Constructs an automaton cannot enforce (other lookarounds,
-backreferences, word boundaries) are refused with an error naming them, never
-approximated.
+anchored string (``^((?!--).)*$``, tempered_token); a positive lookahead
+that ends a pattern reads as a group (search_pattern). Constructs an
+automaton cannot enforce (other lookarounds, backreferences, word
+boundaries) are refused with an error naming them, never approximated.
 """
 
 import unicodedata
@@ -97,7 +98,9 @@ def search_pattern(pattern: str) -> tuple[str, int, int]:
     ``(^|b)+``) reads several; marks it does not read, the "any characters"
     around it do. n and m are the most anchors some match needs (a repeat
     passes an anchor in at most one iteration that reads characters, and
-    iterations that read none are needed only up to the least count)."""
+    iterations that read none are needed only up to the least count). A
+    positive lookahead that ends the pattern (``[^/]+(?=\\.json)``) reads as a
+    group: a match followed by one of the lookahead is a match of both."""
     if not isinstance(pattern, str):
         raise ConstrainedError(f"a pattern is a string, got {type(pattern).__name__}")
     translator = _Translator(pattern)
@@ -181,6 +184,7 @@ class _Translator:
     def __init__(self, pattern: str):
         self.pattern = pattern
         self.pos = 0
+        self.depth = 0  # groups open
 
     def error(self, what: str) -> ConstrainedError:
         return ConstrainedError(f"pattern {self.pattern!r} {what} (at offset {self.pos})")
@@ -279,11 +283,13 @@ class _Translator:
             kind = self.peek(2)
             if kind[:1] == ":":
                 self.pos += 1
+            elif kind[:1] == "=" and self.depth == 0 and self._ends_pattern():
+                self.pos += 1  # a positive lookahead that ends the pattern: read as a group (see search_pattern)
             elif kind[:1] in "=!":
                 raise self.error("uses a lookahead that an automaton cannot enforce exactly: only lookaheads "
-                                 "that open the pattern, right after '^' and with no '|' outside parentheses, and "
-                                 "negative ones before each character of a whole anchored string, as in "
-                                 "'^((?!--).)*$', are")
+                                 "that open the pattern (right after '^', with no '|' outside parentheses), a "
+                                 "positive one that ends it, and negative ones before each character of a whole "
+                                 "anchored string ('^((?!--).)*$') are")
             elif kind in ("<=", "<!"):
                 raise self.refuse("a lookbehind")
             elif kind[:1] == "<":
@@ -298,11 +304,25 @@ class _Translator:
 
     def group_body(self) -> tuple[str, int, int]:
         """The disjunction up to a group's ``)``, which is read too."""
+        self.depth += 1
         found = self.disjunction()
+        self.depth -= 1
         if self.peek() != ")":
             raise self.error("has an unterminated group")
         self.pos += 1
         return found
+
+    def _ends_pattern(self) -> bool:
+        """Whether the group that opens here (after its ``(?``) closes at the
+        pattern's end, with no ``^`` inside (which may hold where the lookahead
+        is read, at an empty string's end, but not after a ``$`` before it)."""
+        reader = _Translator(self.pattern)
+        reader.pos, reader.depth = self.pos + 1, 1
+        try:
+            starts = reader.group_body()[1]
+        except ConstrainedError:
+            return False
+        return reader.pos == len(self.pattern) and not starts
 
     def escape(self) -> list[tuple[int, int]]:
         c = self.peek()

@@ -226,6 +226,18 @@ def test_tempered_tokens_on_chosen_strings():
         string(pattern="^((?!$).)*$")
 
 
+@settings(max_examples=60)
+@given(data=st.data(), pattern=ecma_patterns, body=ecma_bodies, texts=st.lists(tricky_text, min_size=4, max_size=8))
+def test_trailing_lookaheads_with_ecma_semantics(data, pattern, body, texts):
+    """A positive lookahead that ends a pattern reads as a group; one with a
+    ``^`` inside is refused (it may hold at an empty string's end, after a ``$``)."""
+    try:
+        check_pattern(data, f"{pattern[0]}(?={body[0]})", f"{pattern[1]}(?={body[1]})", texts)
+    except ConstrainedError as e:
+        assume("^" not in body[0] or "uses a lookahead" not in str(e))
+        raise
+
+
 def test_pattern_with_lengths():
     assert string(min_length=2.0, max_length=3.0, escapes="any").matches(b'"ab"')  # integer-valued floats are integers
     dfa = string(min_length=2, max_length=5, pattern="^[a-z]+\\d?$", escapes="any")
@@ -535,9 +547,14 @@ def test_contradictions_are_empty():
 @pytest.mark.parametrize(
     "kw, message",
     [
-        ({"pattern": "a(?=b)"}, "uses a lookahead"),
+        ({"pattern": "a(?=b)c"}, "uses a lookahead"),
+        ({"pattern": "a(?!b)"}, "uses a lookahead"),
+        ({"pattern": "a(?=b)|c"}, "uses a lookahead"),  # the lookahead ends one alternative only
+        ({"pattern": "(a(?=b))"}, "uses a lookahead"),
         ({"pattern": "^(?!a)b|c"}, "uses a lookahead"),  # the lookahead opens one alternative only
-        ({"pattern": "^(?!a)b(?=c)"}, "pattern '^b(?=c)' uses a lookahead"),
+        ({"pattern": "^(?!a)b(?=c)d"}, "pattern '^b(?=c)d' uses a lookahead"),
+        ({"pattern": "^(?:(?!a)b)*c$"}, "uses a lookahead"),  # a tempered token, but not the whole string's
+        ({"pattern": "^((?!a)bc)*$"}, "uses a lookahead"),  # before every other character only
         ({"pattern": "^(?!a)(b"}, "unterminated group (at offset 3) (in pattern '^(?!a)(b'"),
         ({"pattern": "(?<!a)b"}, "uses a lookbehind"),
         ({"pattern": "(a)\\1"}, "uses a backreference"),
