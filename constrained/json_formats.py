@@ -205,7 +205,8 @@ UNDECIDED = {
 }
 _NOT_REGULAR = {
     "regex": ("the language of ECMA-262 regular expressions is not regular (nested parentheses): grammar rules "
-              "take it, on its own only (no minLength, maxLength, pattern, enum or const beside it)"),
+              "take it, on its own only (no minLength, maxLength, pattern, enum or const beside it, unless they "
+              "only allow regular expressions without syntax but '.', '^' and '$')"),
     "idn-hostname": "IDNA2008's rules (contextual code points, bidi) are not supported",
     "idn-email": "IDNA2008's rules (contextual code points, bidi) are not supported",
 }

@@ -2,8 +2,9 @@
 format's definition, no flags) and Python's re (what jsonschema's format
 checker compiles them with) take.
 
-Groups nest, so no automaton takes exactly these strings; a grammar does. Its
-pieces are terminals over the string's JSON text (``piece``), glued so that no
+Groups nest, so no automaton takes exactly these strings; a grammar does
+(an automaton takes those without syntax but ``.``, ``^`` and ``$``:
+``plain``). Its pieces are terminals over the string's JSON text (``piece``), glued so that no
 whitespace comes between them, and json_schema_rules' ``_Builder.regex_rest``
 nests them:
 
@@ -99,3 +100,13 @@ PIECES = {
 def piece(name: str) -> DFA:
     """The JSON text (as json.dumps spells it) of the piece ``name`` (PIECES)."""
     return json_strings.content(PIECES[name])
+
+
+@lru_cache(maxsize=None)
+def plain() -> DFA:
+    """The JSON texts of the regular expressions made of characters that are
+    not syntax, ``.``, ``^`` and ``$`` only (one lexeme of TERMS, or none): a
+    regular part of the format's strings. Where every string that the other
+    keywords beside the format allow is one of these (a pattern of digits and
+    colons), the format adds nothing, and those keywords make a DFA."""
+    return json_strings.matching(rf"(?:[^{_SYNTAX}]|[.^$])*")

@@ -102,7 +102,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from . import dfa, json_numbers, json_strings
+from . import dfa, json_numbers, json_regex, json_strings
 from .errors import ConstrainedError
 from .grammar import MAX_IGNORED, Grammar, grammar_from_rules
 from .json_references import Documents, escape, where
@@ -588,6 +588,8 @@ class Schemas:
         if node.format == "regex" and set(args) == {"format"} and not schema.keys() & {"enum", "const"}:
             node.regex_strings = True  # no DFA takes them: grammar rules do (json_schema_rules.regex_rest)
             return None
+        if node.format == "regex" and set(args) != {"format"} and _plain_regexes(args):
+            del args["format"]  # every string the others allow is a regular expression
         if set(args) <= {"min_length", "max_length"}:
             node.string_lengths = args.get("min_length", 0), args.get("max_length")
             if node.long_string:
@@ -803,6 +805,16 @@ def _or_languages(a, b):
 
 def _nonempty(language):
     return None if language is None or dfa.is_empty(language) else language
+
+
+def _plain_regexes(args: dict) -> bool:
+    """Whether every string that the keywords in ``args`` but format allow is
+    a regular expression of plain characters (json_regex.plain)."""
+    try:
+        others = _string_language(**{k: v for k, v in args.items() if k != "format"})
+    except ConstrainedError:
+        return False
+    return others is not None and dfa.is_empty(dfa.difference(others, json_regex.plain()))
 
 
 @lru_cache(maxsize=4096)

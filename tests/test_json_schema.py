@@ -17,11 +17,12 @@ import pytest
 from hypothesis import assume, example, given, strategies as st
 
 import constrained
-from constrained import ConstrainedError, json_schema_rules
+from constrained import ConstrainedError, json_regex, json_schema_rules
 from constrained.json_schema import Schemas, json_schema
 from constrained.json_schema_rules import ORDER_STATES, _Builder, _key_chains
 
 from conftest import encode_exact
+from dfa_members import members
 from schema_checks import exact_float
 
 DRAFT4 = "http://json-schema.org/draft-04/schema#"
@@ -1142,6 +1143,27 @@ def test_format_regex_takes_what_both_ecma_262_and_python_take():
     for regex in ["\\u00e9\\x41[\\b\\-]", "😀+|[é-]", "a{0,99}?", "\\/\\'\\ \\~"]:
         re.compile(regex)
         assert accepts(grammar, regex) and accepts(grammar, regex, ensure_ascii=False), regex
+
+
+@given(data=st.data())
+def test_plain_regexes_are_regexes_to_both(data):
+    """A string of characters that are not syntax, ".", "^" and "$" (all that
+    keywords beside format "regex" may allow, for the format to be dropped) is
+    taken by the format's grammar and compiles in Python's re."""
+    text = data.draw(members(json_regex.plain(), max_size=12))
+    value = json.loads(text)
+    re.compile(value)
+    assert accepts(compiled({"type": "string", "format": "regex"}), value), value
+
+
+def test_format_regex_beside_plain_keywords():
+    """Beside keywords that allow only plain regexes, the format adds nothing;
+    beside others (strings of some length may be any text), it is refused."""
+    grammar = compiled({"type": "string", "format": "regex", "minLength": 1, "pattern": "^[0-9:.]+$"})
+    assert accepts(grammar, "12:30.5") and not accepts(grammar, "") and not accepts(grammar, "1+")
+    for schema in [{"format": "regex", "maxLength": 5}, {"format": "regex", "pattern": "^/.+/$"}]:
+        with pytest.raises(ConstrainedError, match="format 'regex' cannot be enforced"):
+            json_schema(schema)
 
 
 def test_caps_leave_regex_strings_uncapped():
