@@ -4,9 +4,9 @@ checker compiles them with) take.
 
 Groups nest, so no automaton takes exactly these strings; a grammar does
 (an automaton takes those without syntax but ``.``, ``^`` and ``$``:
-``plain``). Its pieces are terminals over the string's JSON text (``piece``), glued so that no
-whitespace comes between them, and json_schema_rules' ``_Builder.regex_rest``
-nests them:
+``plain``). Its pieces are terminals over the string's JSON text
+(``piece``), glued so that no whitespace comes between them, and
+json_schema_rules' ``_Builder.regex_rest`` nests them:
 
     body        := alternative | body BAR alternative
     alternative := (nothing) | TERMS | grouped | grouped TERMS
