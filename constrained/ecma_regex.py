@@ -125,14 +125,9 @@ def leading_lookaheads(pattern: str) -> tuple[str, list[tuple[bool, str]]]:
     patterns come back whole, with no lookaheads."""
     if not isinstance(pattern, str) or not pattern.startswith(("^(?=", "^(?!")):
         return pattern, []
-    translator, looks = _Translator(pattern), []
+    translator = _Translator(pattern)
     translator.pos = 1
-    while translator.peek(3) in ("(?=", "(?!"):
-        positive = translator.peek(3) == "(?="
-        translator.pos += 3
-        begin = translator.pos
-        translator.group_body()
-        looks.append((positive, "^" + pattern[begin : translator.pos - 1]))
+    looks = [(positive, "^" + body) for positive, body in translator.lookaheads("=!")]
     rest = "^" + pattern[translator.pos :]
     whole = _Translator(rest)
     try:
@@ -153,20 +148,13 @@ def tempered_token(pattern: str) -> tuple[str, list[str]] | None:
     all of them being read by the group. Else None."""
     if not isinstance(pattern, str) or not pattern.startswith("^(") or pattern[-3:] not in (")*$", ")+$"):
         return None
-    translator, bodies = _Translator(pattern), []
+    translator = _Translator(pattern)
     translator.pos = 4 if pattern.startswith("^(?:") else 2
-    while translator.peek(3) == "(?!":
-        translator.pos += 3
+    try:  # (where this fails, the caller reads the pattern again, and reports it)
+        bodies = [body for _, body in translator.lookaheads("!")]
         begin = translator.pos
-        try:
-            translator.group_body()
-        except ConstrainedError:  # the caller reads the pattern again, and reports this
+        if not bodies or translator.peek() in "()|^$":
             return None
-        bodies.append(pattern[begin : translator.pos - 1])
-    begin = translator.pos
-    if not bodies or translator.peek() in "()|^$":
-        return None
-    try:
         translator.atom()
     except ConstrainedError:
         return None
@@ -283,9 +271,16 @@ class _Translator:
             kind = self.peek(2)
             if kind[:1] == ":":
                 self.pos += 1
-            elif kind[:1] == "=" and self.depth == 0 and self._ends_pattern():
-                self.pos += 1  # a positive lookahead that ends the pattern: read as a group (see search_pattern)
             elif kind[:1] in "=!":
+                at = self.pos
+                if kind[:1] == "=" and self.depth == 0:
+                    # A positive lookahead that ends the pattern reads as a group (see search_pattern), where no
+                    # "^" is inside: that may hold at an empty string's end, but not after a "$" before it.
+                    self.pos += 1
+                    inner, starts, ends = self.group_body()
+                    if self.pos == len(self.pattern) and not starts:
+                        return f"(?:{inner})", starts, ends
+                    self.pos = at
                 raise self.error("uses a lookahead that an automaton cannot enforce exactly: only lookaheads "
                                  "that open the pattern (right after '^', with no '|' outside parentheses), a "
                                  "positive one that ends it, and negative ones before each character of a whole "
@@ -312,17 +307,17 @@ class _Translator:
         self.pos += 1
         return found
 
-    def _ends_pattern(self) -> bool:
-        """Whether the group that opens here (after its ``(?``) closes at the
-        pattern's end, with no ``^`` inside (which may hold where the lookahead
-        is read, at an empty string's end, but not after a ``$`` before it)."""
-        reader = _Translator(self.pattern)
-        reader.pos, reader.depth = self.pos + 1, 1
-        try:
-            starts = reader.group_body()[1]
-        except ConstrainedError:
-            return False
-        return reader.pos == len(self.pattern) and not starts
+    def lookaheads(self, kinds: str) -> list[tuple[bool, str]]:
+        """The lookaheads of ``kinds`` ("=", "!") one after the other from the
+        position, read: [(whether positive, its body)]."""
+        found = []
+        while self.peek(3) in tuple("(?" + kind for kind in kinds):
+            positive = self.peek(3) == "(?="
+            self.pos += 3
+            begin = self.pos
+            self.group_body()
+            found.append((positive, self.pattern[begin : self.pos - 1]))
+        return found
 
     def escape(self) -> list[tuple[int, int]]:
         c = self.peek()

@@ -544,6 +544,7 @@ def test_contradictions_are_empty():
         ({"pattern": "a(?!b)"}, "uses a lookahead"),
         ({"pattern": "a(?=b)|c"}, "uses a lookahead"),  # the lookahead ends one alternative only
         ({"pattern": "(a(?=b))"}, "uses a lookahead"),
+        ({"pattern": "$(?=^)"}, "uses a lookahead"),  # "^" inside: it holds at an empty string's end
         ({"pattern": "^(?!a)b|c"}, "uses a lookahead"),  # the lookahead opens one alternative only
         ({"pattern": "^(?!a)b(?=c)d"}, "pattern '^b(?=c)d' uses a lookahead"),
         ({"pattern": "^(?:(?!a)b)*c$"}, "uses a lookahead"),  # a tempered token, but not the whole string's
