@@ -18,6 +18,9 @@ regex stays inside both, except for leap seconds (below):
   above 128, RFC 5321's size limits (4.5.3.1: a local part of at most 64
   octets, a domain of at most 255, shortened to fit the maxLength), and no
   "@" in a quoted local part (``sizes``). The checker only looks for an "@".
+- idn-email (RFC 6531): an email whose local part may also hold non-ASCII
+  characters; domains of U-labels are refused (IDNA2008's rules). Counted
+  exactly up to a maxLength of 100, RFC 5321's size limits past that.
 - hostname (RFC 1123): labels of letters, digits and inner hyphens, at most 63
   characters each, none with "--" as its third and fourth characters (RFC 5891
   reserves those; Punycode A-labels, "xn--...", are not checked, so refused). The 253-character total cannot be counted cheaply alongside
@@ -102,12 +105,19 @@ _LABEL = rf"{_X}(?:{_X}|{_H}{_X}|{_H}{_H}{_X}|{_H}(?:{_X}{_H}|-{_X}){_H}{{0,58}}
 _LAST_LABEL = rf"{_X}(?:{_X}|{_H}{_X}|{_H}{_H}{_X}|{_H}(?:{_X}{_H}|-{_X}){_H}{{0,56}}{_X})?"
 HOSTNAME = rf"{_LABEL}(?:\.{_LABEL}(?:\.{_LABEL}(?:\.{_LAST_LABEL})?)?)?"
 
-# RFC 5321 Mailbox
-_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
-_DOT_STRING = rf"{_ATEXT}+(?:\.{_ATEXT}+)*"
-_QUOTED_STRING = r'"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"'
-_SUB_DOMAIN = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
-EMAIL = rf"(?:{_DOT_STRING}|{_QUOTED_STRING})@(?:{_SUB_DOMAIN}(?:\.{_SUB_DOMAIN})*|\[(?:{IPV4}|IPv6:{IPV6})\])"
+def _email(non_ascii: str) -> str:
+    """RFC 5321's Mailbox, with the characters ``non_ascii`` (a class's inside)
+    added to its atext and qtextSMTP, as RFC 6531 adds UTF8-non-ascii."""
+    atext = rf"[A-Za-z0-9!#$%&'*+/=?^_`{{|}}~\-{non_ascii}]"
+    dot_string = rf"{atext}+(?:\.{atext}+)*"
+    quoted_string = rf'"(?:[\x20\x21\x23-\x5b\x5d-\x7e{non_ascii}]|\\[\x20-\x7e])*"'
+    sub_domain = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+    return rf"(?:{dot_string}|{quoted_string})@(?:{sub_domain}(?:\.{sub_domain})*|\[(?:{IPV4}|IPv6:{IPV6})\])"
+
+
+EMAIL = _email("")
+# RFC 6531: its U-label domains are left out (IDNA2008's rules: contextual code points, bidi).
+IDN_EMAIL = _email("\x80-\U0010ffff")
 
 UUID = rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
 
@@ -170,6 +180,7 @@ FORMATS = {
     "date-time": DATE_TIME,
     "duration": DURATION,
     "email": EMAIL,
+    "idn-email": IDN_EMAIL,
     "hostname": HOSTNAME,
     "ipv4": IPV4,
     "ipv6": IPV6,
@@ -194,6 +205,7 @@ UNDECIDED = {
     # 4 labels or more, A-labels, a trailing dot; the checker reads Unicode case and digits
     "hostname": rf"(?:[^.]*\.){{3}}.*|(?:.*\.)?[^.]{{2}}--.*|.*\.|{_LAST_NEWLINE}|(?s:.*[^\x00-\x7f].*)",
     "email": r"(?s:.*@.*)",  # the checker asks for an "@" only
+    "idn-email": r"(?s:.*@.*)",  # so does this one; and U-label domains are left out
     "duration": r"(?s:.*[Pp].*)",  # the checker reads ISO 8601 durations: fractions, signs, weeks with days...
     "uuid": r"(?s:.{8}-.{4}-.{4}-.{4}-.*)",  # the checker strips braces, "urn:", hyphens, and reads int(x, 16)
     "relative-json-pointer": r"(?s:[0-9+\-\x80-\U0010ffff].*)",  # the checker's digits are str.isdigit()
@@ -208,23 +220,28 @@ _NOT_REGULAR = {
               "take it, on its own only (no minLength, maxLength, pattern, enum or const beside it, unless they "
               "only allow regular expressions without syntax but '.', '^' and '$')"),
     "idn-hostname": "IDNA2008's rules (contextual code points, bidi) are not supported",
-    "idn-email": "IDNA2008's rules (contextual code points, bidi) are not supported",
 }
+
+
+_COUNTED = {"email": 128, "idn-email": 100}  # the longest maxLength counted exactly (see sizes)
 
 
 def sizes(name: str, max_length: int) -> str | None:
     """A regex that the strings of format ``name`` must match too so that none
     is longer than ``max_length`` code points, where counting them would cost
     too many states; else None. An email's count takes some 4,000 states at
-    maxLength 128 and more than the 20,000 allowed from 140 on, so above 128
-    its local part and domain meet RFC 5321's size limits instead, the
-    domain's shortened to fit. ("@" is left out of quoted local parts: with
-    one, where the domain starts would stay open to the end of the local
-    part, and the sizes would cost states per pair of lengths.)"""
-    if name != "email" or max_length <= 128:
+    maxLength 128 and more than the 20,000 allowed from 140 on (an
+    idn-email's, whose local part may hold any character, from 105 on), so
+    past _COUNTED its local part and domain meet RFC 5321's size limits
+    instead, in code points, the domain's shortened to fit. ("@" is left out
+    of quoted local parts: with one, where the domain starts would stay open
+    to the end of the local part, and the sizes would cost states per pair
+    of lengths.)"""
+    if max_length <= _COUNTED.get(name, max_length):
         return None
     domain = min(255, max_length - 65)
-    return rf"[\x20-\x3f\x41-\x7e]{{1,64}}@[\x20-\x3f\x41-\x7e]{{1,{domain}}}"
+    local = r"\x20-\x3f\x41-\x7e" + (r"\x80-\U0010ffff" if name == "idn-email" else "")
+    return rf"[{local}]{{1,64}}@[\x20-\x3f\x41-\x7e]{{1,{domain}}}"
 
 
 def regex(name: str) -> str:

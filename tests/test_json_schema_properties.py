@@ -145,7 +145,7 @@ def nullable(part):
 
 
 # Constructs the engine documents as unsupported: compiling them must fail, naming where they are.
-REFUSED = [{"type": "string", "format": "idn-email"},
+REFUSED = [{"type": "string", "format": "idn-hostname"},
            {"type": "array", "items": {"type": "object", "additionalProperties": False}, "uniqueItems": True},
            {"type": "object", "anyOf": [{"properties": {f"p{k}": {}}} for k in range(13)],
             "unevaluatedProperties": False}]

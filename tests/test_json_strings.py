@@ -328,6 +328,9 @@ FORMAT_CASES = {
                  ["P", "PT", "P1W2D", "P1D2Y", "PT1H2S", "1Y", "P1.5Y", "P1YT"]),
     "email": (["joe@example.com", "a.b+c@x.io", '"joe bloggs"@example.com', "te~st@[127.0.0.1]", "x@[IPv6:::1]", "a@b"],
               ["plain", "a..b@example.com", ".a@example.com", "a.@example.com", "a@-example.com", "a@example-.com", "@x"]),
+    # (a U-label domain is an idn-email's too, but left out: IDNA2008's rules)
+    "idn-email": (["joe@example.com", "δοκιμή@example.com", '"δοκιμή"@example.com', "\x85@example.com", "𝕏@x.io"],
+                  ["plain", "user＠example.com", "é..b@example.com", "é.@example.com", "user@café.com", '"a"b"@x']),
     "hostname": (["example.com", "a", "a-b.c-d.e", "1.2.3.4", "a" * 63 + ".com"],
                  ["-a.com", "a-.com", "a..b", "a_b.com", "a" * 64, "a.b.c.d.e", "example.com.", ""]),
     "ipv4": (["0.0.0.0", "255.255.255.255", "192.168.1.10", "10.0.0.1"],
@@ -408,6 +411,19 @@ def test_long_emails_meet_the_sizes_of_rfc_5321(max_length):
         assert not any(email.matches(s) for s in spellings(text)), text
 
 
+@pytest.mark.parametrize("max_length", [101, 255])
+def test_long_idn_emails_meet_the_sizes_of_rfc_5321(max_length):
+    """Likewise an idn-email's above a maxLength of 100, in characters: a local
+    part of 64 non-ASCII ones and a domain as long as the rest fit, no more."""
+    email = string(format="idn-email", max_length=max_length)
+    domain = min(255, max_length - 65)
+    assert is_empty(difference(email, string(format="idn-email")))
+    for text in ["δοκιμή@example.com", "é" * 64 + "@" + "b" * domain]:
+        assert all(email.matches(s) for s in spellings(text, "dumps")), text
+    for text in ["é" * 65 + "@example.com", "é@" + "b" * (domain + 1)]:
+        assert not any(email.matches(s) for s in spellings(text)), text
+
+
 def test_short_emails_are_counted_exactly():
     email = string(format="email", max_length=128)
     assert email.matches(json.dumps("a" * 100 + "@" + "b" * 27).encode())
@@ -432,6 +448,8 @@ GENERATED = {
     "uri-reference": urls().map(lambda u: u.split(":", 1)[1]),
     "email": st.tuples(st.text(ascii_strings.ascii_letters + "0123456789!#$%&'*+/=?^_`{|}~-", min_size=1, max_size=8),
                        domains(max_length=40)).map("@".join),
+    "idn-email": st.tuples(st.text(ascii_strings.ascii_letters + "0123456789!#$%&'*+/=?^_`{|}~-" + "éδοκιμή실례𝕏",
+                                   min_size=1, max_size=8), domains(max_length=40)).map("@".join),
     "duration": st.tuples(_n, _n, _n, _n, _n, _n).map(lambda t: "P{}Y{}M{}DT{}H{}M{}S".format(*t)),
     "json-pointer": st.lists(st.text(max_size=4)).map(
         lambda parts: "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
