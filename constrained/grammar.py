@@ -57,6 +57,7 @@ from .vocab import Vocabulary
 
 MAX_IGNORED = 48  # bytes an %ignore'd lexeme (whitespace, a comment) may span
 _CONTEXT_CACHE = 100_000  # parser stacks kept per grammar
+_WALKS_KEPT = 20_000  # tokens read inside one lexeme kept per grammar (_Language.step)
 
 
 def grammar(
@@ -376,6 +377,7 @@ class _Language:
         self._by_action: dict = {}  # per parser state: see _terminals_by_action
         self._contexts = SuffixMemo(_CONTEXT_CACHE)
         self._last_context = (None, 0, None)  # (stack, depth read, its answer): the last stack asked for
+        self._inside: dict = {}  # (lexer state, context key, bytes) -> _read_inside's answer
 
     def start(self) -> tuple:
         stack = self.parser.start_stack()
@@ -446,32 +448,61 @@ class _Language:
         the next lexeme's start. ``emitted`` gets (terminal, offset in ``data``
         where its lexeme ends) for each lexeme emitted."""
         ctx = self.context(stack)
-        trans = self.lexer.trans
-        for i, b in enumerate(data):
-            nq = trans[q, b]
-            if ctx.alive_lark[nq]:
+        key = (q, ctx.key, data)
+        ending = self._inside.get(key)
+        if ending is None:  # (most tokens stay inside the lexeme they begin in: read once per state and context)
+            ending = self._read_inside(q, ctx, data)
+            if len(self._inside) >= _WALKS_KEPT:
+                self._inside.clear()
+            self._inside[key] = ending
+        if not ending:  # a lexeme ends inside ``data``: the parser decides what follows
+            trans = self.lexer.trans
+            for i, b in enumerate(data):
+                nq = trans[q, b]
+                if ctx.alive_lark[nq]:
+                    q = nq
+                    continue
+                term = int(ctx.choice[q])
+                if term < 0:
+                    return None
+                if emitted is not None:
+                    emitted.append((term, i))
+                q, stack = self.after(stack, term)
+                ctx = self.context(stack)
+                nq = trans[q, b]
+                if not ctx.alive_lark[nq]:
+                    return None
                 q = nq
-                continue
-            term = int(ctx.choice[q])
-            if term < 0:
-                return None
-            if emitted is not None:
-                emitted.append((term, i))
-            q, stack = self.after(stack, term)
-            ctx = self.context(stack)
-            nq = trans[q, b]
-            if not ctx.alive_lark[nq]:
-                return None
-            q = nq
-        if not ctx.alive_valid[q]:
+            ending = self._ending(int(q), ctx)
+        q, term = ending
+        if q < 0:
             return None
-        term = int(ctx.choice[q])
-        # (from q, the next mask would be the start's mask again, computed and kept apart)
-        if term >= 0 and self.lexer.closed(q):
+        if term >= 0:
             if emitted is not None:
                 emitted.append((term, len(data)))
             return self.after(stack, term)
-        return int(q), stack
+        return q, stack
+
+    def _read_inside(self, q: int, ctx, data: bytes):
+        """``_ending``'s answer after ``data`` read from lexer state q in context
+        ``ctx``, or False where a lexeme ends inside ``data`` (the parser decides
+        what follows, so ``step`` reads on with the stack)."""
+        trans, alive = self.lexer.trans, ctx.alive_lark
+        for b in data:
+            q = trans[q, b]
+            if not alive[q]:
+                return False
+        return self._ending(int(q), ctx)
+
+    def _ending(self, q: int, ctx) -> tuple:
+        """(q, or -1 where no valid terminal can complete there; the terminal to
+        emit at once, as no byte leads on from q (after a comma, a closing
+        quote), or -1). (From such a q, the next mask would be the start's mask
+        again, computed and kept apart.)"""
+        if not ctx.alive_valid[q]:
+            return -1, -1
+        term = int(ctx.choice[q])
+        return q, term if term >= 0 and self.lexer.closed(q) else -1
 
     def forced(self, q: int, stack: tuple) -> bytes:
         ctx = self.context(stack)

@@ -81,6 +81,8 @@ class Vocabulary:
         return Trie.cached(self)
 
     def check_token(self, token: int) -> int:
+        if type(token) is int and 0 <= token < self.size:  # (the common case, checked first: once per step)
+            return token
         if not isinstance(token, (int, np.integer)) or isinstance(token, bool):
             raise ConstrainedError(f"token ids are integers, got {token!r}")
         if not 0 <= token < self.size:
