@@ -19,7 +19,7 @@ regex stays inside both, except for leap seconds (below):
   octets, a domain of at most 255, shortened to fit the maxLength), and no
   "@" in a quoted local part (``sizes``). The checker only looks for an "@".
 - idn-email (RFC 6531): an email whose local part may also hold non-ASCII
-  characters; domains of U-labels are refused (IDNA2008's rules). Counted
+  characters; domains of U-labels are left out (IDNA2008's rules). Counted
   exactly up to a maxLength of 100, RFC 5321's size limits past that.
 - hostname (RFC 1123): labels of letters, digits and inner hyphens, at most 63
   characters each, none with "--" as its third and fourth characters (RFC 5891
@@ -117,7 +117,7 @@ def _email(non_ascii: str) -> str:
 
 EMAIL = _email("")
 # RFC 6531: its U-label domains are left out (IDNA2008's rules: contextual code points, bidi).
-IDN_EMAIL = _email("\x80-\U0010ffff")
+IDN_EMAIL = _email(r"\x80-\U0010ffff")
 
 UUID = rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
 
