@@ -237,7 +237,7 @@ def sizes(name: str, max_length: int) -> str | None:
     of quoted local parts: with one, where the domain starts would stay open
     to the end of the local part, and the sizes would cost states per pair
     of lengths.)"""
-    if max_length <= _COUNTED.get(name, max_length):
+    if name not in _COUNTED or max_length <= _COUNTED[name]:
         return None
     domain = min(255, max_length - 65)
     local = r"\x20-\x3f\x41-\x7e" + (r"\x80-\U0010ffff" if name == "idn-email" else "")

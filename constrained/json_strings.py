@@ -221,7 +221,8 @@ def _tempered_content(rest: str, bodies: list, encoding, pattern: str) -> DFA:
     try:
         found = _search_content(rest, encoding, pattern)
         for body in bodies:
-            if _search_content(f"^(?:{body})$", encoding, pattern).accepting[0]:
+            whole = _search_content(f"^(?:{body})$", encoding, pattern)
+            if whole.accepting[whole.start]:
                 raise ConstrainedError(f"pattern {pattern!r} has a lookahead (?!{body}) that may match the empty "
                                        "string, which is not supported: only lookaheads that read a character are")
             found = difference(found, _search_content(body, encoding, pattern))
