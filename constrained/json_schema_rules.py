@@ -292,6 +292,7 @@ class _Builder:
         self.asked: dict = {}
         self.stale: set = set()
         self._terminal_names: dict = {}  # (DFA digest, terminals shadowing it, distinct) -> name
+        self._key_terminals: dict = {}  # (object context, cell, free keys) -> key_terminal()
         self._names: dict = {}  # key -> rule name
         self._todo: list = []  # (name, function building its alternatives)
         self._alternatives = 0
@@ -299,6 +300,7 @@ class _Builder:
         self._scalar_memo: dict = {}
         self._products: dict = {}
         self._partitions: dict = {}
+        self._scalar_products: dict = {}  # (languages, undecided, universe) -> _ScalarProduct: partitions share them
         self._length_splits: dict = {}
         self._regex_labels: dict = {}  # context -> regex_labels()
         self._shapers: dict = {}
@@ -369,9 +371,13 @@ class _Builder:
         so the lexer can always finish an undeclared key that is not a name.
         Undeclared keys of an object whose members are counted are distinct
         (``_ObjectProduct.distinct_keys``)."""
-        names = frozenset(self.declared_key(product, k) for k in range(len(product.keys))) \
-            if product.shadowed else frozenset()
-        return self.terminal(product.cells[cell].language, "KEY", shadowed_by=names, distinct=product.distinct_keys)
+        key = (product.context, cell, product.free_bits)
+        if key not in self._key_terminals:  # (asked for each member of each state: thousands of times)
+            names = frozenset(self.declared_key(product, k) for k in range(len(product.keys))) \
+                if product.shadowed else frozenset()
+            self._key_terminals[key] = self.terminal(product.cells[cell].language, "KEY", shadowed_by=names,
+                                                     distinct=product.distinct_keys)
+        return self._key_terminals[key]
 
     def declared_key(self, product, position: int) -> str:
         """The terminal of a declared key; a free key's (_ObjectProduct.settle)
@@ -910,12 +916,18 @@ class _Builder:
         hit = self._partitions.get((context, nonstring))
         if hit is None:
             nodes = sorted(context)
-            try:
-                hit = _Partition(nodes, [self.scalar(i, nonstring) for i in nodes], [self.undecided([i]) for i in nodes],
-                                 _universe()[2] if nonstring else _universe()[0])
-            except ConstrainedError as e:
-                raise self._placed(e, nodes) from None
-            self._partitions[(context, nonstring)] = hit
+            languages = [self.scalar(i, nonstring) for i in nodes]
+            undecided = [self.undecided([i]) for i in nodes]
+            universe = _universe()[2] if nonstring else _universe()[0]
+            key = (tuple(map(_language_key, languages)), tuple(map(_language_key, undecided)), universe.digest)
+            product = self._scalar_products.get(key)
+            if product is None:
+                try:
+                    product = self._scalar_products[key] = _ScalarProduct(languages, undecided, universe)
+                except ConstrainedError as e:
+                    raise self._placed(e, nodes) from None
+            never = {i for i, language in zip(nodes, languages) if language is None}
+            hit = self._partitions[(context, nonstring)] = _Partition(nodes, product, never)
         return hit
 
     # Objects: "{" then members, each with a declared key (one not done yet, which
@@ -1217,19 +1229,43 @@ def _equality_key(value):
 
 class _Partition:
     """A universe (the scalars, or the non-string ones) split by which of some
-    languages (``nodes`` names them) its texts belong to: one product automaton
-    of all of them, and a minimal DFA per label on demand. A label's texts lie
-    outside the ``undecided`` strings of each node the label leaves out."""
+    languages (``nodes`` names them, one each) its texts belong to, by the
+    ``_ScalarProduct`` of those languages: the labels its texts have, and the
+    minimal DFA of a label's texts."""
 
-    def __init__(self, nodes: list, languages: list, undecided: list, universe):
-        self.nodes = nodes
+    def __init__(self, nodes: list, product: "_ScalarProduct", never: set):
+        self.nodes, self.product, self.never = nodes, product, never
+
+    def labels(self) -> set:
+        bits = self.product.bits
+        return {frozenset(self.nodes[bits[k]] for k in np.flatnonzero(row)) for row in self.product.rows()}
+
+    def region(self, label: frozenset):
+        if label & self.never:
+            return None
+        return self.product.region(tuple(self.nodes[k] in label for k in self.product.bits))
+
+
+def _language_key(language):
+    """What tells a scalar language apart (ANY, None or a DFA), for _ScalarProduct's key."""
+    return language if language is ANY or language is None else language.digest
+
+
+class _ScalarProduct:
+    """One product automaton of a universe and some languages (None: a language
+    left out), with a minimal DFA per way of belonging to them on demand:
+    many contexts of a schema ask for the same languages (the same $ref in
+    several places, the same type in several branches), so they share one.
+    A text that must not belong to a language lies outside the ``undecided``
+    strings of that language too (those it may be wrong on)."""
+
+    def __init__(self, languages: list, undecided: list, universe):
         dfas = [universe] + [universe if language is ANY else language for language in languages if language is not None]
-        self.bits = [k for k, language in enumerate(languages) if language is not None]  # column -> node index
-        # Then the strings each node's language may be wrong on (one column per distinct set).
+        self.bits = [k for k, language in enumerate(languages) if language is not None]  # column -> language index
+        # Then the strings each language may be wrong on (one column per distinct set).
         distinct = list(dict.fromkeys(u for k, u in enumerate(undecided) if u is not None and k in self.bits))
         self.undecided_of = {k: distinct.index(u) for k, u in enumerate(undecided) if u is not None and k in self.bits}
         dfas += distinct
-        self.never = {nodes[k] for k, language in enumerate(languages) if language is None}
         # Breadth-first over tuples of states, a whole layer at a time, on byte
         # classes no DFA tells apart; -1 is dead.
         byte_class, _ = dfa.byte_classes(np.vstack([d.transitions for d in dfas]))
@@ -1275,23 +1311,20 @@ class _Partition:
         self._maybe = member[:, 1 + len(self.bits):]  # in the undecided columns
         self._regions: dict = {}
 
-    def _label(self, row) -> frozenset:
-        return frozenset(self.nodes[self.bits[k]] for k in np.flatnonzero(row))
+    def rows(self) -> np.ndarray:
+        """The ways the universe's texts belong to the languages: rows of bools, one per column."""
+        return np.unique(self.member[self.accepting], axis=0)
 
-    def labels(self) -> set:
-        return {self._label(row) for row in np.unique(self.member[self.accepting], axis=0)}
-
-    def region(self, label: frozenset):
-        if label & self.never:
-            return None
-        if label not in self._regions:
-            wanted = np.array([self.nodes[k] in label for k in self.bits], dtype=bool)
-            accepting = self.accepting & (self.member == wanted).all(axis=1)
-            for k in self.bits:  # a text that must fail a node's language: not one it may be wrong on
-                if self.nodes[k] not in label and k in self.undecided_of:
+    def region(self, wanted: tuple):
+        """The minimal DFA of the texts that belong to the languages of the
+        columns ``wanted`` marks and to no other, or None."""
+        if wanted not in self._regions:
+            accepting = self.accepting & (self.member == np.array(wanted, dtype=bool)).all(axis=1)
+            for column, k in enumerate(self.bits):  # a text that must fail a language: not one it may be wrong on
+                if not wanted[column] and k in self.undecided_of:
                     accepting &= ~self._maybe[:, self.undecided_of[k]]
-            self._regions[label] = dfa.minimize(self.transitions, accepting) if accepting.any() else None
-        return self._regions[label]
+            self._regions[wanted] = dfa.minimize(self.transitions, accepting) if accepting.any() else None
+        return self._regions[wanted]
 
 
 def _member(lengths: tuple, n: int) -> bool:
@@ -1336,7 +1369,7 @@ def _outcome(node: Node, own: int, can: dict) -> int:
     """What ``node`` can be (bit 0: fail, bit 1: hold), given what its own
     keywords can be (``own``) and the nodes it combines (``can``), where those
     are independent of each other."""
-    if not node.combines:
+    if not (node.all_of or node.any_of or node.one_of or node.not_):  # (not node.combines: a hot loop)
         return own
     terms = [own] + [can[j] for j in node.all_of]
     for g in node.any_of:  # at least one holds
@@ -1550,19 +1583,22 @@ class _Product:
 
     def possible_labels(self, failed: int) -> set:
         """The labels a value can still get once the sets in ``failed`` failed:
-        for each way the sets still open that are shared hold (see _shared),
+        for each way the sets still open that are shared hold (see _reach),
         what each node of the context can still be, read bottom-up (the other
         sets each reach a node through one child only, so its children's
         results are independent)."""
         labels = self._reachable.get(failed)
         if labels is None:
-            shared = [k for k in range(len(self.sets)) if self._shared >> k & 1 and not failed >> k & 1]
+            shared = [k for k in range(len(self.sets)) if self._reach[1] >> k & 1 and not failed >> k & 1]
             if len(shared) > MAX_SHARED:
                 self._refuse(len(shared), f" through schemas they share (at most {MAX_SHARED})")
             self.builder.spend_label_work(len(self.order) << len(shared))
+            # Only the nodes that those sets reach change from one way to the next.
+            varying = [i for i in self.order if self._reach[0][i] & sum(1 << k for k in shared)]
+            base = self._outcomes(failed, 0, self.order, {})
             labels = set()
             for results in _subsets(shared):
-                can = self._outcomes(failed, results)
+                can = self._outcomes(failed, results, varying, dict(base)) if results else base
                 options = [[(i, False)] * (can[i] & 1) + [(i, True)] * (can[i] >> 1) for i in sorted(self.context)]
                 if math.prod(map(len, options)) > 1 << MAX_SHARED:
                     self._refuse(len(self.sets), f" and give over {1 << MAX_SHARED} outcomes")
@@ -1576,13 +1612,12 @@ class _Product:
             f"{where(self.builder.schemas.node(self.set_nodes[0]).pointer)}{how} (allOf, anyOf, oneOf, not, "
             "if/then/else)")
 
-    def _outcomes(self, failed: int, results: int) -> dict:
-        """Per node, what it can be (bit 0: fail, bit 1: hold) once the sets in
-        ``failed`` failed and the shared ones hold as ``results`` says (the
-        other sets may do either)."""
-        can = {}
-        known = failed | self._shared
-        for i in self.order:
+    def _outcomes(self, failed: int, results: int, nodes: list, can: dict) -> dict:
+        """``can`` with, per node of ``nodes`` (in ``order``), what it can be
+        (bit 0: fail, bit 1: hold) once the sets in ``failed`` failed and the
+        shared ones hold as ``results`` says (the other sets may do either)."""
+        known = failed | self._reach[1]
+        for i in nodes:
             k = self.number.get(i)
             if k is None:
                 own = 2 if self.constant[i] else 1
@@ -1594,10 +1629,11 @@ class _Product:
         return can
 
     @cached_property
-    def _shared(self) -> int:
-        """The sets (bits) whose result reaches some node through two of its
-        children (a schema two branches $ref, say), or two nodes of the context:
-        possible_labels tries both results of each."""
+    def _reach(self) -> tuple:
+        """(per node, the sets (bits) whose result reaches it; the sets whose
+        result reaches some node through two of its children (a schema two
+        branches $ref, say), or two nodes of the context: possible_labels tries
+        both results of each)."""
         support, shared = {}, 0
         for i in self.order:
             seen = 1 << self.number[i] if i in self.number else 0
@@ -1609,7 +1645,7 @@ class _Product:
         for i in self.context:
             shared |= seen & support[i]
             seen |= support[i]
-        return shared
+        return support, shared
 
     def can_reach(self, failed: int, label: frozenset) -> bool:
         return label in self.possible_labels(failed)
