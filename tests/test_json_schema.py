@@ -875,6 +875,23 @@ def test_many_combined_object_schemas_compile(monkeypatch):
         json_schema(schema)
 
 
+def test_contexts_with_the_same_scalar_languages_share_one_product():
+    """The product automaton of a context's scalar languages, and the regions
+    minimized from it, are built once per set of languages: contexts of other
+    schemas with the same languages (branches that repeat a schema) share them."""
+    short, xs = {"type": "string", "maxLength": 3}, {"type": "string", "pattern": "^x"}
+    schemas = Schemas({"anyOf": [short, xs, dict(short), dict(xs)]})
+    (first, second, third, fourth), = schemas.node(schemas.root()).any_of
+    builder = _Builder(schemas, False, False)
+    one, other = builder.partition(frozenset({first, second})), builder.partition(frozenset({third, fourth}))
+    assert one is not other and one.product is other.product
+    assert one.labels() == {frozenset(), frozenset({first}), frozenset({second}), frozenset({first, second})}
+    assert other.labels() == {frozenset(), frozenset({third}), frozenset({fourth}), frozenset({third, fourth})}
+    assert one.region(frozenset({second})) is other.region(frozenset({fourth}))
+    assert [other.region(frozenset({fourth})).matches(text) for text in (b'"xyzw"', b'"xy"', b'"abcd"')] == \
+        [True, False, False]
+
+
 def combined_object_schemas():
     """Object schemas under allOf / anyOf / oneOf / not / if-then-else, some
     reached twice (a $ref from two branches)."""
