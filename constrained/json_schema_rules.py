@@ -916,16 +916,16 @@ class _Builder:
         hit = self._partitions.get((context, nonstring))
         if hit is None:
             nodes = sorted(context)
-            languages = [self.scalar(i, nonstring) for i in nodes]
-            undecided = [self.undecided([i]) for i in nodes]
-            universe = _universe()[2] if nonstring else _universe()[0]
-            key = (tuple(map(_language_key, languages)), tuple(map(_language_key, undecided)), universe.digest)
-            product = self._scalar_products.get(key)
-            if product is None:
-                try:
+            try:
+                languages = [self.scalar(i, nonstring) for i in nodes]
+                undecided = [self.undecided([i]) for i in nodes]
+                universe = _universe()[2] if nonstring else _universe()[0]
+                key = (tuple(map(_language_key, languages)), tuple(map(_language_key, undecided)), universe.digest)
+                product = self._scalar_products.get(key)
+                if product is None:
                     product = self._scalar_products[key] = _ScalarProduct(languages, undecided, universe)
-                except ConstrainedError as e:
-                    raise self._placed(e, nodes) from None
+            except ConstrainedError as e:
+                raise self._placed(e, nodes) from None
             never = {i for i, language in zip(nodes, languages) if language is None}
             hit = self._partitions[(context, nonstring)] = _Partition(nodes, product, never)
         return hit
