@@ -115,9 +115,10 @@ def _email(non_ascii: str) -> str:
     return rf"(?:{dot_string}|{quoted_string})@(?:{sub_domain}(?:\.{sub_domain})*|\[(?:{IPV4}|IPv6:{IPV6})\])"
 
 
+_NON_ASCII = r"\x80-\U0010ffff"  # (a class's inside) RFC 6531's UTF8-non-ascii
 EMAIL = _email("")
 # RFC 6531: its U-label domains are left out (IDNA2008's rules: contextual code points, bidi).
-IDN_EMAIL = _email(r"\x80-\U0010ffff")
+IDN_EMAIL = _email(_NON_ASCII)
 
 UUID = rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
 
@@ -240,7 +241,7 @@ def sizes(name: str, max_length: int) -> str | None:
     if name not in _COUNTED or max_length <= _COUNTED[name]:
         return None
     domain = min(255, max_length - 65)
-    local = r"\x20-\x3f\x41-\x7e" + (r"\x80-\U0010ffff" if name == "idn-email" else "")
+    local = r"\x20-\x3f\x41-\x7e" + (_NON_ASCII if name == "idn-email" else "")
     return rf"[{local}]{{1,64}}@[\x20-\x3f\x41-\x7e]{{1,{domain}}}"
 
 

@@ -222,6 +222,11 @@ class Node:
         """Every node this one refers to for the same value."""
         return self.all_of + tuple(i for g in self.any_of + self.one_of for i in g) + self.not_
 
+    @property
+    def combining(self) -> bool:
+        """Whether it combines any node (``combines`` without building it: asked in hot loops)."""
+        return bool(self.all_of or self.any_of or self.one_of or self.not_)
+
 
 TRUE, FALSE = 0, 1
 

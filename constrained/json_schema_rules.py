@@ -1238,7 +1238,7 @@ class _Partition:
 
     def labels(self) -> set:
         bits = self.product.bits
-        return {frozenset(self.nodes[bits[k]] for k in np.flatnonzero(row)) for row in self.product.rows()}
+        return {frozenset(self.nodes[bits[k]] for k in np.flatnonzero(row)) for row in self.product.rows}
 
     def region(self, label: frozenset):
         if label & self.never:
@@ -1311,6 +1311,7 @@ class _ScalarProduct:
         self._maybe = member[:, 1 + len(self.bits):]  # in the undecided columns
         self._regions: dict = {}
 
+    @cached_property
     def rows(self) -> np.ndarray:
         """The ways the universe's texts belong to the languages: rows of bools, one per column."""
         return np.unique(self.member[self.accepting], axis=0)
@@ -1369,7 +1370,7 @@ def _outcome(node: Node, own: int, can: dict) -> int:
     """What ``node`` can be (bit 0: fail, bit 1: hold), given what its own
     keywords can be (``own``) and the nodes it combines (``can``), where those
     are independent of each other."""
-    if not (node.all_of or node.any_of or node.one_of or node.not_):  # (not node.combines: a hot loop)
+    if not node.combining:
         return own
     terms = [own] + [can[j] for j in node.all_of]
     for g in node.any_of:  # at least one holds
@@ -1589,12 +1590,14 @@ class _Product:
         results are independent)."""
         labels = self._reachable.get(failed)
         if labels is None:
-            shared = [k for k in range(len(self.sets)) if self._reach[1] >> k & 1 and not failed >> k & 1]
+            support, shared_sets = self._reach
+            shared = [k for k in range(len(self.sets)) if shared_sets >> k & 1 and not failed >> k & 1]
             if len(shared) > MAX_SHARED:
                 self._refuse(len(shared), f" through schemas they share (at most {MAX_SHARED})")
             self.builder.spend_label_work(len(self.order) << len(shared))
             # Only the nodes that those sets reach change from one way to the next.
-            varying = [i for i in self.order if self._reach[0][i] & sum(1 << k for k in shared)]
+            open_shared = sum(1 << k for k in shared)
+            varying = [i for i in self.order if support[i] & open_shared]
             base = self._outcomes(failed, 0, self.order, {})
             labels = set()
             for results in _subsets(shared):
