@@ -106,6 +106,7 @@ from . import dfa, json_numbers, json_regex, json_strings
 from .errors import ConstrainedError
 from .grammar import MAX_IGNORED, Grammar, grammar_from_rules
 from .json_references import Documents, escape, where
+from .lalr_tables import Conflict
 
 ANY = "any"  # an atom with no constraint for its type (Node.scalar / .obj / .arr)
 TYPES = ("null", "boolean", "integer", "number", "string", "object", "array")
@@ -257,7 +258,7 @@ def json_schema(schema, *, documents: dict | None = None, strict_properties: boo
     array of strings, and they are listed in ``.uncapped``). A cap only takes values away: a schema no value of which
     fits (a required string with minLength above the cap) is refused as having
     no valid value."""
-    from .json_schema_rules import schema_grammar, whitespace
+    from .json_schema_rules import left_recursive, schema_grammar, whitespace
 
     document, source = _load(schema)
     schemas = Schemas(document, documents, lenient=lenient)
@@ -272,8 +273,14 @@ def json_schema(schema, *, documents: dict | None = None, strict_properties: boo
         rules, start, terminals, shadows, glued, uncapped, distinct = schema_grammar(
             schemas, root, strict_properties=strict_properties, any_order=property_order == "any",
             max_string_length=max_string_length, max_items=max_items)
-    compiled = grammar_from_rules(rules, start, terminals, {"WHITESPACE": whitespace()}, glued=glued,
-                                  shadows=shadows, max_ignored=max_ignored, description=f"JSON Schema from {source}")
+
+    def compile_rules(rules):
+        return grammar_from_rules(rules, start, terminals, {"WHITESPACE": whitespace()}, glued=glued, shadows=shadows,
+                                  max_ignored=max_ignored, description=f"JSON Schema from {source}")
+    try:
+        compiled = compile_rules(left_recursive(rules))
+    except Conflict:  # a rule of runs the parser must tell from another until the close (see left_recursive)
+        compiled = compile_rules(rules)
     if distinct is not None:
         from .json_unique import DistinctItemsGrammar
         compiled = DistinctItemsGrammar(compiled, *distinct)

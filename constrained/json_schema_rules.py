@@ -52,6 +52,9 @@ Array items likewise get a rule per position only while something tells them
 apart (prefixItems, contains, uniqueItems, combined array schemas), up to
 MAX_COUNT of them; once every further item must meet one schema, their number
 is counted in runs of runs of items, a few dozen rules for maxItems 100000.
+Where any number of runs may come (no maxItems, a string without maxLength,
+a map's members), json_schema compiles them left recursive (left_recursive),
+so that the parser stack stays flat however long the value grows.
 
 Lexing stays unambiguous because the terminals a parser state accepts are
 disjoint (or, for string chunks and tails, a greedy longest match is right;
@@ -221,6 +224,68 @@ def schema_grammar(schemas: Schemas, root: int, *, strict_properties: bool = Fal
                 if builder.distinct or builder.item_braces else None)
     return (rules, start, builder.terminal_dfas, builder.shadows, builder.glued & builder.terminal_dfas.keys(),
             builder.uncapped, distinct)
+
+
+def left_recursive(rules: dict) -> dict:
+    """``rules`` with each rule that may repeat runs before the rest
+    (``x: run x | rest``, its only uses of itself at its ends) written left
+    recursive: ``x: x_runs rest``, ``x_runs: | x_runs run`` (an empty
+    alternative rather than each rest written twice: smaller LALR tables). The
+    parser then reduces each run (an item of a long array, a member of a
+    map, a long string's chunk) as it ends, so its stack stays flat however
+    many come, and the masks where the value may close read a few states, the
+    same after every run. Not where an alternative that leads into x begins
+    like one that goes on otherwise (the rules of one value's labels, read
+    side by side): the parser, which tells them apart only at the close,
+    would have to choose at the end of the first run (an LALR conflict, after
+    which json_schema compiles ``rules`` as they are)."""
+    loops = _loops(rules)
+    beside = _entered_beside_others(rules, loops)
+    result = {}
+    for name, alternatives in rules.items():
+        if name not in loops or name in beside:
+            result[name] = alternatives
+            continue
+        runs, rest = loops[name]
+        repeated = f"{name}_runs"
+        result[repeated] = [()] + [(repeated,) + r for r in runs]
+        result[name] = [(repeated,) + r for r in rest]
+    return result
+
+
+def _loops(rules: dict) -> dict:
+    """{x: (runs, rests)} for the rules ``x: run x | rest`` that use
+    themselves only at their alternatives' ends, after a run."""
+    loops = {}
+    for name, alternatives in rules.items():
+        runs = [a[:-1] for a in alternatives if a and a[-1] == name]
+        rests = [a for a in alternatives if name not in a]
+        if runs and rests and len(runs) + len(rests) == len(alternatives) and all(runs) \
+                and not any(name in r for r in runs):
+            loops[name] = runs, rests
+    return loops
+
+
+def _entered_beside_others(rules: dict, loops: dict) -> set:
+    """The loops entered after symbols that another alternative goes on from
+    otherwise (by another loop, a rule, or a terminal that may begin the
+    loop): where the parser may be reading both at once."""
+    starts = {name: {a[0] for a in runs + rests} for name, (runs, rests) in loops.items()}
+    entries: dict = {}  # the symbols before a loop in an alternative -> the loops entered there
+    for name, alternatives in rules.items():
+        for a in alternatives:
+            if a and a[-1] in loops and a[-1] != name:
+                entries.setdefault(a[:-1], set()).add(a[-1])
+    lengths = {len(prefix) for prefix in entries}
+    beside = set()
+    for alternatives in rules.values():
+        for a in alternatives:
+            for n in lengths:
+                entered = entries.get(a[:n]) if n < len(a) else None
+                if entered and (len(entered) > 1 or a[n] not in entered
+                                and (a[n] in rules or any(a[n] in starts[x] for x in entered))):
+                    beside |= entered
+    return beside
 
 
 class _TooManyRules(ConstrainedError):

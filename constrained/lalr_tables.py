@@ -17,9 +17,13 @@ from types import SimpleNamespace
 from .errors import ConstrainedError
 
 
+class Conflict(ConstrainedError):
+    """The rules are not LALR(1): a shift/reduce or reduce/reduce conflict."""
+
+
 def lalr_table(rules: list, start: str):
     """The LALR(1) table of lark ``rules`` (lark Rule objects) for ``start``. A
-    shift/reduce or reduce/reduce conflict is refused."""
+    shift/reduce or reduce/reduce conflict is refused (``Conflict``)."""
     g = _Coded(rules, start)
     closures, moves = _item_sets(g)
     return _table(g, moves, _lookaheads(g, closures, moves))
@@ -174,10 +178,10 @@ def _table(g: _Coded, moves: list, lookaheads: list):
                 bits ^= low
                 t = low.bit_length() - 1 + g.n_names
                 if t in reducing:
-                    raise ConstrainedError(f"invalid grammar: Reduce/Reduce collision in {g.names[t]} between "
+                    raise Conflict(f"invalid grammar: Reduce/Reduce collision in {g.names[t]} between "
                                            f"{g.rules[reducing[t]]} and {g.rules[r]}")
                 if t in row:
-                    raise ConstrainedError(f"the grammar is not LALR(1) (strict mode): a shift/reduce conflict for "
+                    raise Conflict(f"the grammar is not LALR(1) (strict mode): a shift/reduce conflict for "
                                            f"{g.names[t]} between shifting it and reducing {g.rules[r]}")
                 reducing[t] = r
         for t, r in reducing.items():
