@@ -761,7 +761,9 @@ def test_lalr_tables_of_generated_grammars_are_larks(monkeypatch):
                "first": [(), ("B",)], "second": [(), ("C",)]}
     g = grammar_from_rules(chained, "start", {k: literal(k.lower().encode()) for k in "ABC"}, {})
     assert g.matches("") and g.matches("aabc") and g.matches("c") and not g.matches("cb")
-    assert nullable == [0, 0, 0, 5]  # every rule derives the empty string, start through the others
+    # The schemas' runs of items or members (json_schema_rules.left_recursive) derive the empty string, and
+    # so does every rule of chained, start through the others.
+    assert min(nullable[:3]) > 0 and nullable[3] == 5
     with pytest.raises(constrained.ConstrainedError, match="start rule 'nowhere' has no alternatives"):
         grammar_from_rules(chained, "nowhere", {k: literal(k.lower().encode()) for k in "ABC"}, {})
     with pytest.raises(constrained.ConstrainedError, match="rules use \\['D'\\], which are neither"):

@@ -19,7 +19,10 @@ from hypothesis import assume, example, given, strategies as st
 import constrained
 from constrained import ConstrainedError, json_regex, json_schema_rules
 from constrained.json_schema import Schemas, json_schema
-from constrained.json_schema_rules import ORDER_STATES, _Builder, _key_chains
+from constrained.grammar import grammar_from_rules
+from constrained.json_schema_rules import (ORDER_STATES, _Builder, _key_chains, left_recursive, schema_grammar,
+                                          whitespace)
+from constrained.lalr_tables import Conflict
 
 from conftest import encode_exact
 from dfa_members import members
@@ -873,6 +876,55 @@ def test_many_combined_object_schemas_compile(monkeypatch):
     monkeypatch.setattr(json_schema_rules, "MAX_LABEL_WORK", 10)
     with pytest.raises(ConstrainedError, match="combined object or array schemas reach too many states"):
         json_schema(schema)
+
+
+@pytest.mark.parametrize("schema, text", [
+    ({"type": "array", "items": {"type": "integer"}}, json.dumps(list(range(300)))),
+    ({"type": "string", "minLength": 100}, json.dumps("x" * 5000)),
+    ({"type": "object", "additionalProperties": {"type": "integer"}}, json.dumps({f"k{n}": n for n in range(300)})),
+], ids=["array", "string", "map"])
+def test_any_number_of_items_members_or_chunks_keeps_the_parser_stack_flat(schema, text):
+    """Items past the counted ones (a map's members, a long string's chunks
+    likewise) are reduced as they end: the parser stack does not grow with
+    them, so the masks where the value may close read a few states, and are
+    found again after the next ones instead of computed anew."""
+    language = compiled(schema).language
+    q, stack = language.start()
+    depths = []
+    data = text.encode()
+    for at in range(0, len(data), 7):
+        q, stack = language.step(q, stack, data[at:at + 7])
+        depths.append(len(stack))
+    assert language.eos_ok(q, stack) and max(depths) < 16
+
+
+def test_runs_stay_right_recursive_where_the_parser_tells_them_apart_only_at_the_close(monkeypatch):
+    """Under ``contains``, an inner array of integers and one that is not are
+    read side by side until their close: counting the first kind's items left
+    recursive would make the parser choose at the first comma (an LALR
+    conflict), so left_recursive leaves those be and converts the others; and
+    where its rules still conflict, json_schema compiles the rules as they are."""
+    schema = {"type": "array", "contains": {"type": "array", "items": {"type": "integer"}}}
+    schemas = Schemas(schema)
+    rules, start, terminals, shadows, glued, *_ = schema_grammar(schemas, schemas.root())
+    left = left_recursive(rules)
+    assert any(name.endswith("_runs") for name in left)
+    assert any(a[-1] == name for name, alternatives in left.items() for a in alternatives if a)
+    grammar_from_rules(left, start, terminals, {"WHITESPACE": whitespace()}, glued=glued, shadows=shadows)
+
+    def conflicting(rules):  # the start's first alternative also as a rule of its own: a reduce/reduce conflict
+        first = next(iter(rules))
+        return {**rules, first: rules[first] + [("twin",)], "twin": rules[first][:1]}
+    with pytest.raises(Conflict):
+        grammar_from_rules(conflicting(rules), start, terminals, {"WHITESPACE": whitespace()}, glued=glued,
+                           shadows=shadows)
+    for rewrite in (left_recursive, conflicting):
+        monkeypatch.setattr(json_schema_rules, "left_recursive", rewrite)
+        grammar = json_schema(schema)
+        for value in [[[1, 2, 3]], [["a"], []], [[1, "a"], [2, 3, 4], {}]]:
+            assert valid(schema, value) and accepts(grammar, value), value
+        for value in [[], [["a"]], [[1, "a"], ["b", 2]], [1, 2]]:
+            assert not valid(schema, value) and not accepts(grammar, value), value
 
 
 def test_contexts_with_the_same_scalar_languages_share_one_product():
