@@ -270,7 +270,7 @@ def _entered_beside_others(rules: dict, loops: dict) -> set:
     """The loops entered after symbols that another alternative goes on from
     otherwise (by another loop, a rule, or a terminal that may begin the
     loop): where the parser may be reading both at once."""
-    starts = {name: {a[0] for a in runs + rests} for name, (runs, rests) in loops.items()}
+    starts = {name: {a[0] for a in runs + rests if a} for name, (runs, rests) in loops.items()}
     entries: dict = {}  # the symbols before a loop in an alternative -> the loops entered there
     for name, alternatives in rules.items():
         for a in alternatives:
