@@ -898,6 +898,22 @@ def test_any_number_of_items_members_or_chunks_keeps_the_parser_stack_flat(schem
     assert language.eos_ok(q, stack) and max(depths) < 16
 
 
+def test_left_recursive_rewrites_the_loops_that_repeat_runs_before_a_rest():
+    """``x: run x | rest`` becomes ``x: x_runs rest``, ``x_runs: | x_runs run``
+    (a rest may be empty), with the same language; a loop entered where
+    another alternative goes on by a symbol that may begin it stays."""
+    from constrained.dfa import literal
+
+    terminals = {k: literal(k.lower().encode()) for k in "ABC"}
+    rules = {"s": [("B", "x"), ("B", "C")], "x": [(), ("A", "x")]}
+    left = left_recursive(rules)
+    assert left == {"s": [("B", "x"), ("B", "C")], "x_runs": [(), ("x_runs", "A")], "x": [("x_runs",)]}
+    for grammar in (grammar_from_rules(rules, "s", terminals, {}), grammar_from_rules(left, "s", terminals, {})):
+        assert [grammar.matches(text) for text in ("b", "baaa", "bc", "bac", "ab")] == [True, True, True, False, False]
+    beside = {"s": [("B", "x"), ("B", "A", "C")], "x": [(), ("A", "x")]}
+    assert left_recursive(beside) == beside
+
+
 def test_runs_stay_right_recursive_where_the_parser_tells_them_apart_only_at_the_close(monkeypatch):
     """Under ``contains``, an inner array of integers and one that is not are
     read side by side until their close: counting the first kind's items left
